@@ -1,0 +1,169 @@
+"""Approval files: written by root (``opsbot approve``), trusted by the executor only when
+every check below passes. Each failed check refuses with its own reason.
+
+An approval is ``<approvals dir>/<plan id>.approval``, JSON (shared_schema.Approval). It
+is honoured only if: the approvals directory is root's and not writable by others; the
+file is a regular file (not a symlink), has one link, is owned by root and not writable
+by group or others; its plan id and fingerprint equal the stored plan's; it has not
+expired; and it has not been used (see PlanStore.consume).
+"""
+
+import contextlib
+import errno
+import json
+import os
+import stat
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from executor_svc.errors import ApprovalRefused
+from executor_svc.records import PlanRecord
+from executor_svc.store import PlanStore, write_atomic
+from shared_schema import Approval, canonical_json, sha256_hex
+
+MAX_APPROVAL_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class CheckedApproval:
+    approval: Approval
+    file_sha256: str
+
+
+def approval_path(approvals_dir: Path, plan_id: str) -> Path:
+    return approvals_dir / f"{plan_id}.approval"
+
+
+def rejection_path(approvals_dir: Path, plan_id: str) -> Path:
+    return approvals_dir / f"{plan_id}.rejection"
+
+
+def _check_dir(approvals_dir: Path) -> None:
+    try:
+        st = os.lstat(approvals_dir)
+    except FileNotFoundError as exc:
+        raise ApprovalRefused(f"approvals directory {approvals_dir} does not exist") from exc
+    if not stat.S_ISDIR(st.st_mode):
+        raise ApprovalRefused(f"approvals directory {approvals_dir} is not a directory")
+    if st.st_uid != 0 or st.st_mode & 0o022:
+        raise ApprovalRefused(
+            f"approvals directory {approvals_dir} must be owned by root and not writable by "
+            "group or others"
+        )
+
+
+def read_approval_file(path: Path) -> tuple[bytes, os.stat_result]:
+    """The bytes of a root-owned, regular, singly-linked, not group/other-writable file."""
+    try:
+        before = os.lstat(path)
+    except FileNotFoundError as exc:
+        raise ApprovalRefused("no approval") from exc
+    if stat.S_ISLNK(before.st_mode):
+        raise ApprovalRefused(f"{path.name} is a symlink; approvals must be regular files")
+    if not stat.S_ISREG(before.st_mode):
+        raise ApprovalRefused(f"{path.name} is not a regular file")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ApprovalRefused(
+                f"{path.name} is a symlink; approvals must be regular files"
+            ) from exc
+        raise ApprovalRefused(f"cannot open {path.name}: {exc.strerror}") from exc
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
+            raise ApprovalRefused(f"{path.name} changed while it was being checked")
+        if st.st_uid != 0:
+            raise ApprovalRefused(f"{path.name} is owned by uid {st.st_uid}, not root")
+        if st.st_mode & 0o022:
+            raise ApprovalRefused(
+                f"{path.name} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
+            )
+        if st.st_nlink != 1:
+            raise ApprovalRefused(f"{path.name} has {st.st_nlink} hard links; expected 1")
+        if st.st_size > MAX_APPROVAL_BYTES:
+            raise ApprovalRefused(f"{path.name} is larger than {MAX_APPROVAL_BYTES} bytes")
+        data = os.read(fd, MAX_APPROVAL_BYTES + 1)
+    finally:
+        os.close(fd)
+    return data, st
+
+
+def check_approval(
+    approvals_dir: Path, record: PlanRecord, store: PlanStore, now: datetime
+) -> CheckedApproval:
+    """The approval for ``record`` if it passes every check; ApprovalRefused otherwise."""
+    _check_dir(approvals_dir)
+    data, _ = read_approval_file(approval_path(approvals_dir, record.plan_id))
+    try:
+        approval = Approval.model_validate_json(data)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ApprovalRefused(f"approval is not valid: {where}: {first['msg']}") from exc
+    if approval.plan_id != record.plan_id:
+        raise ApprovalRefused(f"approval names plan {approval.plan_id}, not {record.plan_id}")
+    if approval.sha256 != record.sha256:
+        raise ApprovalRefused(
+            f"approval is for fingerprint {approval.sha256[:12]}..., but plan "
+            f"{record.plan_id} has {record.sha256[:12]}...; approve the plan again"
+        )
+    if approval.expired(now):
+        raise ApprovalRefused(f"approval expired at {approval.expires_at.isoformat()}")
+    if store.is_consumed(record.plan_id):
+        raise ApprovalRefused("approval was already used by an earlier apply")
+    return CheckedApproval(approval, sha256_hex(data))
+
+
+def write_approval(
+    approvals_dir: Path, record: PlanRecord, approver: str, now: datetime, ttl_seconds: int
+) -> Approval:
+    """Write the approval of ``record`` (as root). Replaces an earlier, unused one."""
+    approval = Approval(
+        plan_id=record.plan_id,
+        sha256=record.sha256,
+        approver=approver,
+        approved_at=now,
+        expires_at=now + timedelta(seconds=ttl_seconds),
+    )
+    path = approval_path(approvals_dir, record.plan_id)
+    with contextlib.suppress(FileNotFoundError):
+        if stat.S_ISLNK(os.lstat(path).st_mode):
+            os.unlink(path)
+    write_atomic(path, canonical_json(approval.model_dump(mode="json")) + b"\n", mode=0o644)
+    return approval
+
+
+def write_rejection(
+    approvals_dir: Path, record: PlanRecord, by: str, now: datetime, reason: str
+) -> None:
+    data = canonical_json(
+        {
+            "plan_id": record.plan_id,
+            "sha256": record.sha256,
+            "rejected_by": by,
+            "at": now.isoformat(),
+            "reason": reason,
+        }
+    )
+    write_atomic(rejection_path(approvals_dir, record.plan_id), data + b"\n", mode=0o644)
+
+
+def rejection_reason(approvals_dir: Path, plan_id: str) -> str | None:
+    """The reason of a root-written rejection of ``plan_id``, or None if there is none."""
+    path = rejection_path(approvals_dir, plan_id)
+    try:
+        data, _ = read_approval_file(path)
+    except ApprovalRefused:
+        return None  # absent, or not a file root wrote: not a rejection
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return "rejected (unreadable rejection file)"
+    reason = value.get("reason") if isinstance(value, dict) else None
+    by = value.get("rejected_by") if isinstance(value, dict) else None
+    return f"rejected by {by}" + (f": {reason}" if reason else "")

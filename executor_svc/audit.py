@@ -1,0 +1,90 @@
+"""A plan's story from the journal, believing only what opsbot itself wrote.
+
+Any local user can log a ``PLAN_ID=`` field. An entry counts only if its trusted fields
+(set by journald from the sender's credentials, not by the sender) show it came from
+root or from one of opsbot's units running as one of opsbot's users.
+"""
+
+import pwd
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+OPSBOT_USERS = ("opsbot-executor", "opsbot-diagnose")
+FIELDS_SHOWN = (
+    "STATE",
+    "STEP",
+    "ARGV",
+    "EXIT_STATUS",
+    "OUTCOME",
+    "REASON",
+    "APPROVER",
+    "GOAL",
+    "ERROR",
+    "DUPLICATE",
+    "RUN_ID",
+    "EXPIRES_AT",
+)
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    time: datetime
+    source: str
+    event: str
+    fields: dict[str, str]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "time": self.time.isoformat(),
+            "source": self.source,
+            "event": self.event,
+            **{k.lower(): v for k, v in self.fields.items()},
+        }
+
+
+def _opsbot_uids() -> set[int]:
+    uids = set()
+    for name in OPSBOT_USERS:
+        try:
+            uids.add(pwd.getpwnam(name).pw_uid)
+        except KeyError:
+            pass
+    return uids
+
+
+def trusted(entry: dict[str, Any], opsbot_uids: set[int]) -> bool:
+    uid = entry.get("_UID")
+    unit = str(entry.get("_SYSTEMD_UNIT", ""))
+    if uid == 0:
+        return True
+    return uid in opsbot_uids and unit.startswith("opsbot-")
+
+
+def read_story(plan_id: str) -> tuple[list[AuditEntry], int]:
+    """Trusted entries for ``plan_id``, oldest first, and how many were ignored."""
+    from systemd import journal
+
+    uids = _opsbot_uids()
+    reader = journal.Reader()
+    try:
+        reader.add_match(PLAN_ID=plan_id)
+        entries: list[AuditEntry] = []
+        ignored = 0
+        for raw in reader:
+            if not trusted(raw, uids):
+                ignored += 1
+                continue
+            unit = str(raw.get("_SYSTEMD_UNIT") or raw.get("SYSLOG_IDENTIFIER") or "?")
+            user = "root" if raw.get("_UID") == 0 else str(raw.get("_UID"))
+            entries.append(
+                AuditEntry(
+                    time=raw["__REALTIME_TIMESTAMP"],
+                    source=f"{unit} (uid {user})",
+                    event=str(raw.get("EVENT", raw.get("MESSAGE", ""))),
+                    fields={k: str(raw[k]) for k in FIELDS_SHOWN if k in raw},
+                )
+            )
+    finally:
+        reader.close()
+    return entries, ignored

@@ -1,0 +1,75 @@
+"""Who is on the other end of the socket, as the kernel says (SO_PEERCRED), and what
+they may do. Decided before a byte of their message is read."""
+
+import grp
+import os
+import pwd
+import socket
+import struct
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Role(Enum):
+    ROOT = "root"  # everything
+    DIAGNOSE = "diagnose"  # submit
+    OPERATOR = "operator"  # list, show
+    NOBODY = "nobody"  # refused before parsing
+
+
+ALLOWED_OPS: dict[Role, frozenset[str]] = {
+    Role.ROOT: frozenset({"submit", "list", "show"}),
+    Role.DIAGNOSE: frozenset({"submit"}),
+    Role.OPERATOR: frozenset({"list", "show"}),
+    Role.NOBODY: frozenset(),
+}
+
+
+@dataclass(frozen=True)
+class Peer:
+    pid: int
+    uid: int
+    gid: int
+    user: str
+    role: Role
+
+
+def peer_credentials(conn: socket.socket) -> tuple[int, int, int]:
+    raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, gid = struct.unpack("3i", raw)
+    return pid, uid, gid
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid:{uid}"
+
+
+@dataclass(frozen=True)
+class Roles:
+    """Resolves a uid to a role from the diagnose user's name and the operators group."""
+
+    diagnose_user: str
+    operators_group: str
+
+    def role_of(self, uid: int, gid: int) -> Role:
+        if uid == 0:
+            return Role.ROOT
+        name = _user_name(uid)
+        if name == self.diagnose_user:
+            return Role.DIAGNOSE
+        try:
+            operators = grp.getgrnam(self.operators_group).gr_gid
+        except KeyError:
+            return Role.NOBODY
+        try:
+            groups = os.getgrouplist(name, gid)
+        except (KeyError, OSError):
+            groups = [gid]
+        return Role.OPERATOR if operators in groups else Role.NOBODY
+
+    def identify(self, conn: socket.socket) -> Peer:
+        pid, uid, gid = peer_credentials(conn)
+        return Peer(pid, uid, gid, _user_name(uid), self.role_of(uid, gid))

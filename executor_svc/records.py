@@ -1,0 +1,58 @@
+"""What the executor keeps on disk, per plan: the record (immutable) and its status."""
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field
+
+from shared_schema import PlanState, StepRecord
+from shared_schema._model import Model
+from shared_schema.units import PlanId, Sha256Hex
+
+
+class Provenance(Model):
+    """Who submitted a plan, as the kernel told us (SO_PEERCRED), not as the client said."""
+
+    uid: int
+    user: str
+    pid: int
+    run_id: str | None = None
+    symptom: str | None = None
+
+
+class PlanRecord(Model):
+    """plans/<id>.json: the exact bytes that were fingerprinted, and where they came from.
+
+    ``plan`` holds the canonical JSON text; ``sha256`` is its fingerprint. Reading a
+    record re-hashes ``plan``, so an edited file is caught (TamperedPlan).
+    """
+
+    v: Literal[1] = 1
+    plan_id: PlanId
+    sha256: Sha256Hex
+    plan: str
+    submitted_at: datetime
+    submitted_by: Provenance
+
+
+class Transition(Model):
+    state: PlanState
+    at: datetime
+    by: str
+    reason: str = ""
+
+
+class StatusRecord(Model):
+    """status/<id>.json: where a plan is in its life, and what each step did."""
+
+    v: Literal[1] = 1
+    plan_id: PlanId
+    state: PlanState
+    history: list[Transition] = Field(default_factory=list)
+    steps: list[StepRecord] = Field(default_factory=list)
+    approved_by: str = ""
+    refusal: str = ""
+
+    @property
+    def reason(self) -> str:
+        return self.history[-1].reason if self.history else ""

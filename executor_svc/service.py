@@ -1,0 +1,148 @@
+"""What the executor answers to each request, independent of sockets.
+
+submit: envelope checked, plan validated (REVISE with field errors), checked against
+policy (REVISE), stored durably, then ACCEPT. list/show: summaries and detail, with each
+step as the argv it will run.
+"""
+
+import shlex
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+import structlog
+
+from executor_svc.errors import ExecutorError, PlanNotFound, StoreError
+from executor_svc.peer import ALLOWED_OPS, Peer
+from executor_svc.policy import policy_errors, step_argv
+from executor_svc.records import PlanRecord, Provenance, StatusRecord
+from executor_svc.store import PlanStore
+from shared_schema import (
+    Accept,
+    ExecutorPolicy,
+    ListPlans,
+    Plan,
+    PlanDetail,
+    PlanList,
+    PlanSummary,
+    Reject,
+    Revise,
+    ShowPlan,
+    SubmitPlan,
+    parse_plan,
+)
+
+log = structlog.get_logger("opsbot.executor")
+
+Reply = Accept | Revise | Reject | PlanDetail | PlanList
+
+
+def summary(record: PlanRecord, status: StatusRecord, plan: Plan | None) -> PlanSummary:
+    return PlanSummary(
+        plan_id=record.plan_id,
+        state=status.state,
+        sha256=record.sha256,
+        goal=plan.goal if plan else "(unreadable plan)",
+        units=plan.units() if plan else [],
+        submitted_at=record.submitted_at,
+        submitted_by=record.submitted_by.user,
+        reason=status.refusal or status.reason,
+    )
+
+
+class ExecutorService:
+    def __init__(
+        self,
+        store: PlanStore,
+        policy: ExecutorPolicy,
+        now: Callable[[], datetime],
+        approvals_dir: Path,
+    ) -> None:
+        self.store = store
+        self.policy = policy
+        self.now = now
+        self.approvals_dir = approvals_dir
+
+    def handle(self, request: SubmitPlan | ListPlans | ShowPlan, peer: Peer) -> Reply:
+        if request.op not in ALLOWED_OPS[peer.role]:
+            log.warning(
+                "request.refused",
+                op=request.op,
+                peer_uid=peer.uid,
+                peer_pid=peer.pid,
+                role=peer.role.value,
+            )
+            return Reject(reason=f"{peer.user} ({peer.role.value}) may not {request.op}")
+        if isinstance(request, SubmitPlan):
+            return self.submit(request, peer)
+        if isinstance(request, ListPlans):
+            return self.list_plans()
+        return self.show(request.plan_id)
+
+    def submit(self, request: SubmitPlan, peer: Peer) -> Accept | Revise | Reject:
+        bind = structlog.contextvars.bound_contextvars
+        with bind(run_id=request.run_id, peer_uid=peer.uid, peer_pid=peer.pid):
+            parsed = parse_plan(request.plan)
+            if not isinstance(parsed, Plan):
+                log.info("plan.revise", errors=len(parsed), first=str(parsed[0]))
+                return Revise(errors=parsed)
+            errors = policy_errors(parsed, self.policy)
+            if errors:
+                log.info("plan.revise", errors=len(errors), first=str(errors[0]))
+                return Revise(errors=errors)
+            provenance = Provenance(
+                uid=peer.uid,
+                user=peer.user,
+                pid=peer.pid,
+                run_id=request.run_id,
+                symptom=request.symptom,
+            )
+            try:
+                plan_id, sha, duplicate = self.store.add(parsed, provenance, self.now())
+            except StoreError as exc:
+                log.error("plan.store_failed", error=exc.message)
+                return Reject(reason=f"cannot store the plan: {exc.message}")
+            log.info(
+                "plan.accepted",
+                plan_id=plan_id,
+                sha256=sha,
+                duplicate=duplicate,
+                goal=parsed.goal,
+                steps="; ".join(shlex.join(a) for a in step_argv(parsed)),
+            )
+            return Accept(plan_id=plan_id, sha256=sha, duplicate=duplicate)
+
+    def _read(self, plan_id: str) -> tuple[PlanRecord, StatusRecord, Plan | None]:
+        record = self.store.load(plan_id)
+        status = self.store.status(plan_id, record)
+        try:
+            plan: Plan | None = self.store.verified_plan(record)
+        except StoreError:
+            plan = None
+        return record, status, plan
+
+    def list_plans(self) -> PlanList | Reject:
+        summaries: list[PlanSummary] = []
+        for plan_id in self.store.ids():
+            try:
+                summaries.append(summary(*self._read(plan_id)))
+            except ExecutorError as exc:
+                log.warning("plan.unreadable", plan_id=plan_id, error=exc.message)
+        return PlanList(plans=summaries)
+
+    def show(self, plan_id: str) -> PlanDetail | Reject:
+        try:
+            record, status, plan = self._read(plan_id)
+        except PlanNotFound as exc:
+            return Reject(reason=exc.message)
+        except ExecutorError as exc:
+            return Reject(reason=exc.message)
+        if plan is None:
+            return Reject(reason=f"plan {plan_id} was modified after it was stored; not shown")
+        return PlanDetail(
+            summary=summary(record, status, plan),
+            plan=plan,
+            argv=step_argv(plan),
+            history=[t.model_dump(mode="json") for t in status.history],
+            steps=status.steps,
+        )

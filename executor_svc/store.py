@@ -1,0 +1,340 @@
+"""The plan store: one file per plan under the state directory, written atomically.
+
+Layout (all written only by the executor's user; root's writes are chowned to it)::
+
+    plans/<id>.json      PlanRecord, written once, before ACCEPT is sent
+    status/<id>.json     StatusRecord, rewritten on every transition and step
+    consumed/<id>.json   the approval that authorised an apply; created with O_EXCL,
+                         so of two racing applies exactly one gets it
+    apply.lock           flock held by a running apply
+
+A write is: temp file in the same directory, write, fsync, rename (or link, for files
+that must not be overwritten), fsync the directory. A daemon killed mid-write leaves at
+most a ``.tmp-*`` file, which is never read as a plan and is swept at start-up.
+"""
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import secrets
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from executor_svc.errors import PlanNotFound, StoreError, TamperedPlan
+from executor_svc.records import PlanRecord, Provenance, StatusRecord, Transition
+from shared_schema import Plan, PlanState, is_valid_plan_id, parse_plan, sha256_hex
+
+MAX_RECORD_BYTES = 1024 * 1024
+_TMP_PREFIX = ".tmp-"
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _store_error(action: str, path: Path, exc: OSError) -> StoreError:
+    if exc.errno == errno.ENOSPC:
+        return StoreError(f"cannot {action} {path}: no space left on device")
+    return StoreError(f"cannot {action} {path}: {exc.strerror or exc}")
+
+
+def _give_to_directory_owner(fd: int, directory: Path) -> None:
+    """As root, hand a new file to its directory's owner (the executor's user)."""
+    if os.geteuid() != 0:
+        return
+    st = os.stat(directory)
+    if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+        os.fchown(fd, st.st_uid, st.st_gid)
+
+
+def write_atomic(path: Path, data: bytes, *, exclusive: bool = False, mode: int = 0o640) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one.
+
+    ``exclusive``: fail with FileExistsError if ``path`` exists (no overwrite, ever).
+    When run as root, the file is given to the owner of its directory, so the executor's
+    user can read and later replace what an operator wrote.
+    """
+    directory = path.parent
+    tmp = directory / f"{_TMP_PREFIX}{path.name}.{secrets.token_hex(4)}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    except OSError as exc:
+        raise _store_error("create", tmp, exc) from exc
+    try:
+        try:
+            _give_to_directory_owner(fd, directory)
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if exclusive:
+            os.link(tmp, path)
+            os.unlink(tmp)
+        else:
+            os.rename(tmp, path)
+        _fsync_dir(directory)
+    except FileExistsError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise _store_error("write", path, exc) from exc
+
+
+def read_bounded(path: Path, limit: int = MAX_RECORD_BYTES) -> bytes:
+    """Read a regular file without following a symlink, refusing anything larger than
+    ``limit``."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise StoreError(f"{path} is not a regular file")
+        if st.st_size > limit:
+            raise StoreError(f"{path} is larger than {limit} bytes")
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            return handle.read(limit + 1)
+    finally:
+        os.close(fd)
+
+
+def new_plan_id(now: datetime) -> str:
+    return f"{now.astimezone(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(4)}"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class PlanStore:
+    def __init__(self, state_dir: Path) -> None:
+        self.root = state_dir
+        self.plans = state_dir / "plans"
+        self.status_dir = state_dir / "status"
+        self.consumed = state_dir / "consumed"
+        self._lock = threading.Lock()
+        self._open_by_sha: dict[str, str] | None = None
+
+    # -- setup ------------------------------------------------------------------------
+
+    def ensure(self) -> None:
+        """Create the sub-directories (the state directory itself comes from tmpfiles.d)."""
+        for directory in (self.plans, self.status_dir, self.consumed):
+            try:
+                directory.mkdir(mode=0o750, exist_ok=True)
+            except OSError as exc:
+                raise _store_error("create", directory, exc) from exc
+            if os.geteuid() == 0:
+                st = os.stat(self.root)
+                if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+                    os.chown(directory, st.st_uid, st.st_gid)
+
+    def sweep_temp_files(self, older_than: float = 60.0) -> int:
+        """Remove temp files a killed writer left behind; returns how many."""
+        removed = 0
+        cutoff = time.time() - older_than
+        for directory in (self.plans, self.status_dir, self.consumed):
+            with contextlib.suppress(FileNotFoundError):
+                for entry in os.scandir(directory):
+                    if entry.name.startswith(_TMP_PREFIX) and entry.stat().st_mtime < cutoff:
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(entry.path)
+                            removed += 1
+        return removed
+
+    # -- plans ------------------------------------------------------------------------
+
+    def _plan_path(self, plan_id: str) -> Path:
+        if not is_valid_plan_id(plan_id):
+            raise PlanNotFound(
+                f"{plan_id[:80]!r} is not a plan id (ids look like 20261129-213500-1a2b3c4d)"
+            )
+        return self.plans / f"{plan_id}.json"
+
+    def ids(self) -> list[str]:
+        """Every stored plan id, oldest first."""
+        try:
+            names = os.listdir(self.plans)
+        except FileNotFoundError:
+            return []
+        ids = [n[:-5] for n in names if n.endswith(".json") and is_valid_plan_id(n[:-5])]
+        return sorted(ids)
+
+    def _index(self) -> dict[str, str]:
+        if self._open_by_sha is None:
+            index: dict[str, str] = {}
+            for plan_id in self.ids():
+                with contextlib.suppress(StoreError, PlanNotFound):
+                    record = self.load(plan_id)
+                    if not self.status(plan_id).state.is_final:
+                        index[record.sha256] = plan_id
+            self._open_by_sha = index
+        return self._open_by_sha
+
+    def add(self, plan: Plan, provenance: Provenance, now: datetime) -> tuple[str, str, bool]:
+        """Store ``plan``; returns (plan id, fingerprint, duplicate).
+
+        A plan identical to one still open (PROPOSED or APPROVED) returns that plan's id.
+        The record is durable on disk when this returns.
+        """
+        canonical = plan.canonical()
+        sha = sha256_hex(canonical)
+        with self._lock:
+            index = self._index()
+            existing = index.get(sha)
+            if existing is not None:
+                try:
+                    if not self.status(existing).state.is_final:
+                        return existing, sha, True
+                except (StoreError, PlanNotFound):
+                    pass
+                del index[sha]
+            for _ in range(5):
+                plan_id = new_plan_id(now)
+                record = PlanRecord(
+                    plan_id=plan_id,
+                    sha256=sha,
+                    plan=canonical.decode("utf-8"),
+                    submitted_at=now,
+                    submitted_by=provenance,
+                )
+                data = record.model_dump_json().encode() + b"\n"
+                try:
+                    write_atomic(self._plan_path(plan_id), data, exclusive=True)
+                except FileExistsError:
+                    continue
+                index[sha] = plan_id
+                return plan_id, sha, False
+        raise StoreError("could not allocate a unique plan id")
+
+    def load(self, plan_id: str) -> PlanRecord:
+        path = self._plan_path(plan_id)
+        try:
+            data = read_bounded(path)
+        except FileNotFoundError as exc:
+            raise PlanNotFound(f"no plan {plan_id}", hint="`opsbot plans` lists them") from exc
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise TamperedPlan(f"{path} is a symlink; refusing it") from exc
+            raise _store_error("read", path, exc) from exc
+        try:
+            record = PlanRecord.model_validate_json(data)
+        except ValidationError as exc:
+            raise TamperedPlan(
+                f"{path} is not a valid plan record: {exc.error_count()} error(s)"
+            ) from exc
+        if record.plan_id != plan_id:
+            raise TamperedPlan(f"{path} holds plan {record.plan_id}, not {plan_id}")
+        return record
+
+    def verified_plan(self, record: PlanRecord) -> Plan:
+        """The plan in ``record``, after checking its bytes still hash to its fingerprint and
+        are still the canonical form of a valid plan."""
+        raw = record.plan.encode("utf-8")
+        if sha256_hex(raw) != record.sha256:
+            raise TamperedPlan(
+                f"plan {record.plan_id} was modified after it was stored: its bytes no longer "
+                "match its fingerprint"
+            )
+        try:
+            parsed = parse_plan(json.loads(raw))
+        except ValueError as exc:
+            raise TamperedPlan(f"plan {record.plan_id} is not valid JSON") from exc
+        if not isinstance(parsed, Plan) or parsed.canonical() != raw:
+            raise TamperedPlan(f"plan {record.plan_id} is no longer a valid canonical plan")
+        return parsed
+
+    # -- status -----------------------------------------------------------------------
+
+    def status(self, plan_id: str, record: PlanRecord | None = None) -> StatusRecord:
+        path = self.status_dir / f"{plan_id}.json"
+        try:
+            data = read_bounded(path)
+        except FileNotFoundError:
+            record = record or self.load(plan_id)
+            return StatusRecord(
+                plan_id=plan_id,
+                state=PlanState.PROPOSED,
+                history=[
+                    Transition(
+                        state=PlanState.PROPOSED,
+                        at=record.submitted_at,
+                        by=record.submitted_by.user,
+                    )
+                ],
+            )
+        except OSError as exc:
+            raise _store_error("read", path, exc) from exc
+        try:
+            return StatusRecord.model_validate_json(data)
+        except ValidationError as exc:
+            raise StoreError(f"{path} is not a valid status record") from exc
+
+    def save_status(self, status: StatusRecord) -> None:
+        path = self.status_dir / f"{status.plan_id}.json"
+        write_atomic(path, status.model_dump_json().encode() + b"\n")
+
+    # -- approvals consumed -----------------------------------------------------------
+
+    def consume(self, plan_id: str, approval_sha256: str, by: str, now: datetime) -> bool:
+        """Mark the approval of ``plan_id`` used. False if it already was (a replay or a
+        racing apply): the caller must then run nothing."""
+        data = json.dumps(
+            {
+                "plan_id": plan_id,
+                "approval_sha256": approval_sha256,
+                "by": by,
+                "at": now.isoformat(),
+                "pid": os.getpid(),
+            }
+        ).encode()
+        try:
+            write_atomic(self.consumed / f"{plan_id}.json", data, exclusive=True)
+        except FileExistsError:
+            return False
+        return True
+
+    def is_consumed(self, plan_id: str) -> bool:
+        return (self.consumed / f"{plan_id}.json").exists()
+
+    # -- apply lock -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def apply_lock(self, timeout: float = 30.0) -> Iterator[None]:
+        path = self.root / "apply.lock"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o640)
+        except OSError as exc:
+            raise _store_error("open", path, exc) from exc
+        try:
+            _give_to_directory_owner(fd, self.root)
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise StoreError(
+                            f"another apply holds {path} for more than {timeout:g}s"
+                        ) from None
+                    time.sleep(0.1)
+            yield
+        finally:
+            os.close(fd)

@@ -1,0 +1,9 @@
+"""start_unit: `systemctl start` one unit."""
+
+from executor_svc.tools import systemctl, write_tool
+from shared_schema import UnitArgs
+
+
+@write_tool("start_unit", verb="start")
+def argv(args: UnitArgs) -> list[str]:
+    return systemctl("start", args.unit)

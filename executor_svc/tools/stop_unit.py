@@ -1,0 +1,9 @@
+"""stop_unit: `systemctl stop` one unit."""
+
+from executor_svc.tools import systemctl, write_tool
+from shared_schema import UnitArgs
+
+
+@write_tool("stop_unit", verb="stop")
+def argv(args: UnitArgs) -> list[str]:
+    return systemctl("stop", args.unit)

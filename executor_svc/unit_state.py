@@ -1,0 +1,71 @@
+"""Reading a unit's live state, to re-check a step's ``expect`` just before apply."""
+
+from dataclasses import dataclass
+
+from executor_svc.run import run
+from shared_schema import Expect
+
+_PROPERTIES = ("LoadState", "ActiveState", "SubState", "InvocationID")
+
+
+@dataclass(frozen=True)
+class UnitState:
+    unit: str
+    load_state: str
+    active_state: str
+    sub_state: str
+    invocation_id: str
+
+    def describe(self) -> str:
+        return f"{self.unit} is {self.active_state}/{self.sub_state} (load: {self.load_state})"
+
+
+class UnitStateError(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def read_unit_state(unit: str, timeout: float = 15.0) -> UnitState:
+    argv = [
+        "systemctl",
+        "show",
+        "--no-pager",
+        *(f"--property={p}" for p in _PROPERTIES),
+        "--",
+        unit,
+    ]
+    result = run(argv, timeout=timeout)
+    if not result.ok:
+        raise UnitStateError(
+            f"cannot read the state of {unit}: {result.error or result.output.strip()[:200]}"
+        )
+    values: dict[str, str] = {}
+    for line in result.output.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            values[key] = value
+    return UnitState(
+        unit=unit,
+        load_state=values.get("LoadState", ""),
+        active_state=values.get("ActiveState", ""),
+        sub_state=values.get("SubState", ""),
+        invocation_id=values.get("InvocationID", ""),
+    )
+
+
+def expectation_mismatch(expect: Expect, state: UnitState) -> str | None:
+    """Why ``state`` does not meet ``expect``, or None when it does."""
+    if expect.active_state is not None and state.active_state not in expect.active_state:
+        return (
+            f"{state.describe()}; the plan expected active state {' or '.join(expect.active_state)}"
+        )
+    if expect.sub_state is not None and state.sub_state not in expect.sub_state:
+        return f"{state.describe()}; the plan expected sub state {' or '.join(expect.sub_state)}"
+    if expect.invocation_id is not None and state.invocation_id != expect.invocation_id:
+        return (
+            f"{state.unit} was restarted since diagnosis (invocation "
+            f"{state.invocation_id[:12] or 'none'}, the plan expected "
+            f"{expect.invocation_id[:12] or 'none'})"
+        )
+    return None

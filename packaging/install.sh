@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Install opsbot on a host run by systemd, as an operator would:
+#   sudo packaging/install.sh [--venv DIR] [--offline] [--enable]
+# - a virtualenv (Debian's python3) with opsbot and its dependencies,
+# - units in /etc/systemd/system, users and groups (systemd-sysusers),
+#   directories (systemd-tmpfiles --create), /etc/opsbot/opsbot.toml if absent,
+# - with --enable: `systemctl enable --now` the executor socket, the apply timer and path.
+# --offline installs opsbot itself without touching a package index (the venv must
+# already hold the dependencies, as in the test container).
+set -euo pipefail
+
+venv=/opt/opsbot/venv
+offline=0
+enable=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --venv) venv=$2; shift 2 ;;
+        --offline) offline=1; shift ;;
+        --enable) enable=1; shift ;;
+        -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+        *) echo "install.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+[ "$(id -u)" = 0 ] || { echo "install.sh: run as root" >&2; exit 1; }
+src=$(cd "$(dirname "$0")/.." && pwd)
+
+step() { printf '==> %s\n' "$*"; }
+
+if [ ! -x "$venv/bin/python" ]; then
+    step "creating $venv"
+    /usr/bin/python3 -m venv "$venv"
+fi
+# pip builds in the source tree; build from a copy so a read-only checkout works.
+build=$(mktemp -d)
+trap 'rm -rf "$build"' EXIT
+tar -C "$src" --exclude=.git --exclude='*.egg-info' --exclude=build -cf - . | tar -C "$build" -xf -
+step "installing opsbot into $venv"
+if [ "$offline" = 1 ]; then
+    "$venv/bin/pip" install --quiet --no-deps --no-index --no-build-isolation "$build"
+else
+    "$venv/bin/pip" install --quiet "$build"
+fi
+chmod -R a+rX "$venv"
+
+step "installing units, sysusers.d and tmpfiles.d"
+install -m 0644 "$src"/units/*.socket "$src"/units/*.service "$src"/units/*.timer \
+    "$src"/units/*.path /etc/systemd/system/
+install -D -m 0644 "$src/units/sysusers.d/opsbot.conf" /etc/sysusers.d/opsbot.conf
+install -D -m 0644 "$src/units/tmpfiles.d/opsbot.conf" /etc/tmpfiles.d/opsbot.conf
+systemd-sysusers /etc/sysusers.d/opsbot.conf
+systemd-tmpfiles --create /etc/tmpfiles.d/opsbot.conf
+if [ ! -e /etc/opsbot/opsbot.toml ]; then
+    install -m 0644 "$src/packaging/opsbot.toml.example" /etc/opsbot/opsbot.toml
+    step "wrote /etc/opsbot/opsbot.toml from the example: edit [executor.allow]"
+fi
+ln -sf "$venv/bin/opsbot" /usr/local/bin/opsbot
+systemctl daemon-reload
+
+if [ "$enable" = 1 ]; then
+    step "enabling the executor socket, the apply timer and path"
+    systemctl enable --now opsbot-executor.socket opsbot-apply.timer opsbot-apply.path
+fi
+if [ -d /usr/share/polkit-1 ] || [ -x /usr/lib/polkit-1/polkitd ]; then
+    "$venv/bin/opsbot" polkit-rule --write
+else
+    step "polkit is not installed: see README, 'Without polkit'"
+fi
+"$venv/bin/opsbot" check-config || true

@@ -1,0 +1,113 @@
+"""The contract between opsbot's two halves: plans, steps, wire messages, approvals, config.
+
+Pure data: pydantic models, canonical JSON and fingerprints. No I/O, and no import of
+either service (a test enforces both).
+"""
+
+from shared_schema.approval import Approval
+from shared_schema.canonical import canonical_json, sha256_hex
+from shared_schema.config import (
+    DiagnoseSettings,
+    ExecutorPolicy,
+    HealthTarget,
+    ModelSettings,
+    OpsbotConfig,
+)
+from shared_schema.errors import FieldError, field_errors
+from shared_schema.plan import (
+    WRITE_TOOLS,
+    Expect,
+    Plan,
+    ReloadUnit,
+    ResetFailedUnit,
+    RestartUnit,
+    StartUnit,
+    Step,
+    StopUnit,
+    UnitArgs,
+    fingerprint,
+    parse_plan,
+)
+from shared_schema.states import PlanState
+from shared_schema.units import (
+    BUILTIN_DENYLIST,
+    PLAN_ID_PATTERN,
+    UNIT_NAME_MAX,
+    UnitName,
+    denied_reason,
+    is_valid_plan_id,
+    is_valid_unit_name,
+)
+from shared_schema.wire import (
+    MAX_MESSAGE_BYTES,
+    PROTOCOL_VERSION,
+    Accept,
+    ListPlans,
+    PlanDetail,
+    PlanList,
+    PlanSummary,
+    Reject,
+    Reply,
+    Request,
+    Revise,
+    ShowPlan,
+    StepRecord,
+    SubmitPlan,
+    WireError,
+    decode_json_object,
+    encode_message,
+    parse_reply,
+    parse_request,
+)
+
+__all__ = [
+    "BUILTIN_DENYLIST",
+    "MAX_MESSAGE_BYTES",
+    "PLAN_ID_PATTERN",
+    "PROTOCOL_VERSION",
+    "UNIT_NAME_MAX",
+    "WRITE_TOOLS",
+    "Accept",
+    "Approval",
+    "DiagnoseSettings",
+    "ExecutorPolicy",
+    "Expect",
+    "FieldError",
+    "HealthTarget",
+    "ListPlans",
+    "ModelSettings",
+    "OpsbotConfig",
+    "Plan",
+    "PlanDetail",
+    "PlanList",
+    "PlanState",
+    "PlanSummary",
+    "Reject",
+    "ReloadUnit",
+    "Reply",
+    "Request",
+    "ResetFailedUnit",
+    "RestartUnit",
+    "Revise",
+    "ShowPlan",
+    "StartUnit",
+    "Step",
+    "StepRecord",
+    "StopUnit",
+    "SubmitPlan",
+    "UnitArgs",
+    "UnitName",
+    "WireError",
+    "canonical_json",
+    "decode_json_object",
+    "denied_reason",
+    "encode_message",
+    "field_errors",
+    "fingerprint",
+    "is_valid_plan_id",
+    "is_valid_unit_name",
+    "parse_plan",
+    "parse_reply",
+    "parse_request",
+    "sha256_hex",
+]

@@ -1,0 +1,97 @@
+"""/etc/opsbot/opsbot.toml as models: the executor's policy and diagnosis settings.
+
+Only the shape and the rules that need no I/O live here; each service reads the file.
+"""
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, HttpUrl, field_validator
+
+from shared_schema._model import Model
+from shared_schema.plan import WRITE_TOOLS
+from shared_schema.units import UnitName, denied_reason
+
+ToolName = Literal["restart_unit", "reload_unit", "start_unit", "stop_unit", "reset_failed_unit"]
+assert set(ToolName.__args__) == set(WRITE_TOOLS)  # type: ignore[attr-defined]
+
+
+class ExecutorPolicy(Model):
+    """``[executor]``: what plans may do, and for how long plans and approvals hold."""
+
+    allow: dict[ToolName, list[UnitName]] = {}
+    step_timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 90.0
+    plan_ttl_seconds: Annotated[int, Field(gt=0, le=30 * 86400)] = 86400
+    approval_ttl_seconds: Annotated[int, Field(gt=0, le=7 * 86400)] = 3600
+    diagnose_user: str = "opsbot-diagnose"
+    operators_group: str = "opsbot-operators"
+
+    @field_validator("allow")
+    @classmethod
+    def _not_denied(cls, allow: dict[str, list[str]]) -> dict[str, list[str]]:
+        for tool, units in allow.items():
+            for unit in units:
+                pattern = denied_reason(unit)
+                if pattern is not None:
+                    raise ValueError(
+                        f"{tool}: {unit!r} matches the built-in denylist entry {pattern!r}; "
+                        "no configuration can allow it"
+                    )
+        return allow
+
+    def allows(self, tool: str, unit: str) -> bool:
+        return denied_reason(unit) is None and unit in self.allow.get(tool, ())  # type: ignore[call-overload]
+
+
+class HealthTarget(Model):
+    """A health endpoint the diagnosis may probe, by name: the model never supplies a URL."""
+
+    url: HttpUrl
+    unit: UnitName | None = None
+    timeout_seconds: Annotated[float, Field(gt=0, le=30)] = 2.0
+    expect_status: Annotated[int, Field(ge=100, le=599)] = 200
+
+    @field_validator("url")
+    @classmethod
+    def _http_only(cls, url: HttpUrl) -> HttpUrl:
+        if url.scheme not in ("http", "https"):
+            raise ValueError("only http and https health endpoints are supported")
+        return url
+
+
+class ModelSettings(Model):
+    """``[diagnose.model]``: which policy proposes actions. API keys never live here."""
+
+    kind: Literal["embedded", "openai"] = "embedded"
+    api_url: HttpUrl | None = None
+    model: str | None = None
+    timeout_seconds: Annotated[float, Field(gt=0, le=600)] = 60.0
+    max_retries: Annotated[int, Field(ge=0, le=10)] = 3
+
+
+class DiagnoseSettings(Model):
+    """``[diagnose]``: what may be looked at, and the loop's bounds."""
+
+    watch: list[UnitName] = []
+    health: dict[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")], HealthTarget] = {}
+    redact_patterns: list[str] = []
+    max_steps: Annotated[int, Field(ge=1, le=32)] = 6
+    token_budget: Annotated[int, Field(ge=1000)] = 60000
+    model: ModelSettings = ModelSettings()
+
+    @field_validator("redact_patterns")
+    @classmethod
+    def _compiles(cls, patterns: list[str]) -> list[str]:
+        for index, pattern in enumerate(patterns):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(
+                    f"pattern {index} ({pattern!r}) is not a valid regex: {exc}"
+                ) from exc
+        return patterns
+
+
+class OpsbotConfig(Model):
+    executor: ExecutorPolicy = ExecutorPolicy()
+    diagnose: DiagnoseSettings = DiagnoseSettings()

@@ -1,0 +1,135 @@
+"""A plan: a goal and 1 to 8 steps, each a write tool with its own validated arguments.
+
+The plan is the only thing that crosses from diagnosis to execution. Its canonical JSON
+is what is stored, fingerprinted, approved and run; nothing else is.
+"""
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, StrictBool, ValidationError, model_validator
+
+from shared_schema._model import Model
+from shared_schema.canonical import canonical_json, sha256_hex
+from shared_schema.errors import FieldError, field_errors
+from shared_schema.text import Goal, Reason
+from shared_schema.units import UnitName
+
+MAX_STEPS = 8
+
+ActiveState = Literal[
+    "active",
+    "reloading",
+    "inactive",
+    "failed",
+    "activating",
+    "deactivating",
+    "maintenance",
+]
+
+
+class UnitArgs(Model):
+    """Arguments of every unit tool: the one unit it acts on."""
+
+    unit: UnitName
+
+
+class Expect(Model):
+    """A precondition on the step's unit, checked against live state just before apply.
+
+    A plan made for a failed unit must not run against one that has since recovered:
+    when any given field does not match, the plan is STALE and nothing runs.
+    """
+
+    active_state: Annotated[list[ActiveState], Field(min_length=1, max_length=7)] | None = None
+    sub_state: (
+        Annotated[
+            list[Annotated[str, Field(pattern=r"^[a-z-]{1,32}$")]],
+            Field(min_length=1, max_length=8),
+        ]
+        | None
+    ) = None
+    invocation_id: Annotated[str, Field(pattern=r"^([0-9a-f]{32})?$")] | None = None
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> "Expect":
+        if self.active_state is None and self.sub_state is None and self.invocation_id is None:
+            raise ValueError("expect needs at least one of active_state, sub_state, invocation_id")
+        return self
+
+
+class _UnitStep(Model):
+    args: UnitArgs
+    expect: Expect | None = None
+    reason: Reason | None = None
+
+
+class RestartUnit(_UnitStep):
+    tool: Literal["restart_unit"]
+
+
+class ReloadUnit(_UnitStep):
+    tool: Literal["reload_unit"]
+
+
+class StartUnit(_UnitStep):
+    tool: Literal["start_unit"]
+
+
+class StopUnit(_UnitStep):
+    tool: Literal["stop_unit"]
+
+
+class ResetFailedUnit(_UnitStep):
+    tool: Literal["reset_failed_unit"]
+
+
+Step = Annotated[
+    RestartUnit | ReloadUnit | StartUnit | StopUnit | ResetFailedUnit,
+    Field(discriminator="tool"),
+]
+
+WRITE_TOOLS: tuple[str, ...] = (
+    "restart_unit",
+    "reload_unit",
+    "start_unit",
+    "stop_unit",
+    "reset_failed_unit",
+)
+
+
+class Plan(Model):
+    """What diagnosis proposes and an operator approves. Any other key is an error."""
+
+    goal: Goal
+    steps: Annotated[list[Step], Field(min_length=1, max_length=MAX_STEPS)]
+    stop_on_error: StrictBool = True
+
+    def canonical(self) -> bytes:
+        """The bytes that are stored, fingerprinted and approved."""
+        return canonical_json(self.model_dump(mode="json", exclude_none=True))
+
+    def fingerprint(self) -> str:
+        """sha256 of the canonical plan: same plan, same fingerprint; any change, a new one."""
+        return sha256_hex(self.canonical())
+
+    def units(self) -> list[str]:
+        """Every unit the plan touches, in step order, without repeats."""
+        seen: dict[str, None] = {}
+        for step in self.steps:
+            seen.setdefault(step.args.unit, None)
+        return list(seen)
+
+
+def fingerprint(plan: Plan) -> str:
+    """sha256 hex of ``plan``'s canonical JSON."""
+    return plan.fingerprint()
+
+
+def parse_plan(data: Any) -> Plan | list[FieldError]:
+    """Validate a decoded JSON value as a plan: the plan, or field-level errors."""
+    if not isinstance(data, dict):
+        return [FieldError(path="", message=f"a plan is a JSON object, not {type(data).__name__}")]
+    try:
+        return Plan.model_validate(data)
+    except ValidationError as exc:
+        return field_errors(exc, union_tags=frozenset(WRITE_TOOLS))
