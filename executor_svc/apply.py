@@ -64,6 +64,9 @@ class Applier:
                     except ExecutorError as exc:
                         log.error("apply.error", error=exc.message)
                         outcome = Outcome(plan_id, PlanState.PROPOSED, exc.message)
+                    finally:
+                        # _apply_one binds this plan's sha256; it must not label the next.
+                        structlog.contextvars.unbind_contextvars("sha256")
                 if outcome is not None:
                     outcomes.append(outcome)
         return outcomes
@@ -214,6 +217,11 @@ class Applier:
                 return None
             plan = self.store.verified_plan(record)
             argv = step_argv(plan)
+            ttl = self.policy.plan_ttl_seconds
+            if self.now() - record.submitted_at > timedelta(seconds=ttl):
+                return Outcome(
+                    plan_id, status.state, f"would not run: older than plan_ttl_seconds={ttl}", argv
+                )
             if status.state is not PlanState.APPROVED:
                 return Outcome(plan_id, status.state, "would not run: not approved", argv)
             check_approval(self.approvals_dir, record, self.store, self.now())

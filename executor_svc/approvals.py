@@ -104,7 +104,8 @@ def check_approval(
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise ApprovalRefused(f"approval is not valid: {where}: {first['msg']}") from exc
+        where = f"{where}: " if where else ""
+        raise ApprovalRefused(f"approval is not valid: {where}{first['msg']}") from exc
     if approval.plan_id != record.plan_id:
         raise ApprovalRefused(f"approval names plan {approval.plan_id}, not {record.plan_id}")
     if approval.sha256 != record.sha256:

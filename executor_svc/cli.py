@@ -6,6 +6,9 @@
     opsbot reject ID              (root) refuse it
     opsbot apply [--dry-run]      run approved plans now (the timer does this too)
     opsbot audit ID               the plan's story from the journal
+    opsbot diagnose UNIT          ask the diagnosis service why UNIT is down (live steps)
+    opsbot watch UNIT             (root) diagnose UNIT automatically whenever it fails
+    opsbot unwatch UNIT           (root) stop that
     opsbot check-config           validate /etc/opsbot/opsbot.toml, show the privilege mode
     opsbot polkit-rule [--write]  the polkit rule generated from the policy
 
@@ -13,12 +16,14 @@ Errors are one line on stderr and a non-zero exit status; --json where scripts r
 """
 
 import argparse
+import contextlib
 import json
 import os
 import pwd
 import shlex
 import sys
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -27,15 +32,26 @@ from executor_svc import log as logsetup
 from executor_svc.apply import Applier, Outcome
 from executor_svc.approvals import write_approval
 from executor_svc.audit import read_story
-from executor_svc.client import request
+from executor_svc.client import diagnose_stream, request
 from executor_svc.config import load_config
 from executor_svc.errors import ExecutorError, UsageError
 from executor_svc.paths import Paths
 from executor_svc.policy import step_argv
 from executor_svc.polkit import RULE_PATH, allowed_verbs, privilege_mode, render_rule
+from executor_svc.run import run
 from executor_svc.states import TransitionRefused, transition
 from executor_svc.store import PlanStore, utcnow, write_atomic
 from shared_schema import ListPlans, PlanDetail, PlanList, PlanState, Reject, ShowPlan
+from shared_schema.diagnosis import (
+    DiagnoseRequest,
+    ErrorMessage,
+    FinishedEvent,
+    NoteVerdict,
+    PlanVerdict,
+    StartedEvent,
+    StepEvent,
+    VerdictMessage,
+)
 from shared_schema.text import printable
 
 log = structlog.get_logger("opsbot.cli")
@@ -287,6 +303,116 @@ def cmd_audit(args: argparse.Namespace, paths: Paths) -> int:
     return 0
 
 
+# -- diagnose / watch -------------------------------------------------------------------
+
+
+def _unit(value: str) -> str:
+    from shared_schema import is_valid_unit_name
+
+    if "." not in value:
+        value += ".service"
+    if not is_valid_unit_name(value):
+        raise UsageError(
+            f"{printable(value[:80])!r} is not a unit name",
+            hint="e.g. nginx.service, app.service, foo@bar.service",
+        )
+    return value
+
+
+def _print_event(item: StartedEvent | StepEvent | FinishedEvent) -> None:
+    if isinstance(item, StartedEvent):
+        _out(
+            f"diagnosing {item.unit} (run {item.run_id}, policy {item.policy}, "
+            f"at most {item.max_steps} steps)"
+        )
+    elif isinstance(item, StepEvent):
+        what = item.tool or item.action
+        tokens = f", {item.tokens} tokens" if item.tokens else ""
+        redacted = f", {item.redactions} redacted" if item.redactions else ""
+        _out(f"  step {item.step} [{item.decided_by}] {what}{tokens}{redacted}")
+        excerpt = printable(item.result_excerpt.replace("\n", " "))
+        _out(f"      {excerpt[:160]}")
+
+
+def cmd_diagnose(args: argparse.Namespace, paths: Paths) -> int:
+    unit = _unit(args.unit)
+    events: list[dict[str, Any]] = []
+    verdict: PlanVerdict | NoteVerdict | None = None
+    for item in diagnose_stream(
+        paths.diagnose_socket, DiagnoseRequest(unit=unit, symptom=args.symptom)
+    ):
+        if isinstance(item, ErrorMessage):
+            raise ExecutorError(f"diagnosis failed: {item.message}", hint=item.hint)
+        if isinstance(item, VerdictMessage):
+            verdict = item.verdict
+            break
+        events.append(item.model_dump(mode="json"))
+        if not args.json:
+            _print_event(item)
+    if verdict is None:
+        raise ExecutorError("the diagnosis service closed the connection without a verdict")
+    if args.json:
+        _json({"events": events, "verdict": verdict.model_dump(mode="json")})
+        return 0
+    if isinstance(verdict, PlanVerdict):
+        _out(f"plan {verdict.plan_id} proposed: {printable(verdict.plan.goal)}")
+        for index, (step, argv) in enumerate(
+            zip(verdict.plan.steps, step_argv(verdict.plan), strict=True), 1
+        ):
+            _out(f"  {index}. {shlex.join(argv)}")
+            if step.reason:
+                _out(f"     why: {printable(step.reason)}")
+        _out(f"approve it with: sudo opsbot approve {verdict.plan_id}")
+    else:
+        _out(f"no plan ({verdict.ended_by}):")
+        for line in verdict.text.splitlines():
+            _out(f"  {printable(line)}")
+    return 0
+
+
+def _watch_dropin(unit: str) -> Path:
+    return Path("/etc/systemd/system") / f"{unit}.d" / "50-opsbot-watch.conf"
+
+
+def cmd_watch(args: argparse.Namespace, paths: Paths) -> int:
+    _require_root("watch")
+    unit = _unit(args.unit)
+    dropin = _watch_dropin(unit)
+    dropin.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(
+        dropin,
+        b"# Written by `opsbot watch`; `opsbot unwatch` removes it.\n"
+        b"[Unit]\nOnFailure=opsbot-onfailure@%n.service\n",
+        mode=0o644,
+    )
+    _daemon_reload()
+    log.info("unit.watched", unit=unit)
+    _out(f"{unit}: a failure now starts opsbot-onfailure@{unit} ({dropin})")
+    return 0
+
+
+def cmd_unwatch(args: argparse.Namespace, paths: Paths) -> int:
+    _require_root("unwatch")
+    unit = _unit(args.unit)
+    dropin = _watch_dropin(unit)
+    try:
+        dropin.unlink()
+    except FileNotFoundError:
+        raise UsageError(f"{unit} is not watched (no {dropin})") from None
+    with contextlib.suppress(OSError):
+        dropin.parent.rmdir()
+    _daemon_reload()
+    log.info("unit.unwatched", unit=unit)
+    _out(f"{unit}: no longer watched")
+    return 0
+
+
+def _daemon_reload() -> None:
+    result = run(["systemctl", "daemon-reload"], timeout=60)
+    if not result.ok:
+        raise ExecutorError(f"systemctl daemon-reload failed: {result.error or result.output}")
+
+
 # -- config -----------------------------------------------------------------------------
 
 
@@ -391,6 +517,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("plan_id", metavar="ID")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_audit)
+    p = add("diagnose", "ask the diagnosis service why a unit is down; shows each step live")
+    p.add_argument("unit", metavar="UNIT", help="e.g. nginx.service (.service may be left out)")
+    p.add_argument("--symptom", default="", help="what you saw, e.g. 'nginx returns 502'")
+    p.add_argument("--json", action="store_true", help="events and verdict as one JSON object")
+    p.set_defaults(func=cmd_diagnose)
+    p = add("watch", "(root) diagnose UNIT automatically when it fails (OnFailure= drop-in)")
+    p.add_argument("unit", metavar="UNIT")
+    p.set_defaults(func=cmd_watch)
+    p = add("unwatch", "(root) remove the drop-in `opsbot watch` wrote")
+    p.add_argument("unit", metavar="UNIT")
+    p.set_defaults(func=cmd_unwatch)
     p = add("check-config", "validate the config and report the privilege mode")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_check_config)

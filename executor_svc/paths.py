@@ -12,6 +12,7 @@ class Paths:
     state_dir: Path
     approvals_dir: Path
     socket: Path
+    diagnose_socket: Path
 
     @classmethod
     def from_env(cls) -> "Paths":
@@ -21,4 +22,5 @@ class Paths:
             state_dir=Path(env.get("OPSBOT_STATE_DIR", "/var/lib/opsbot")),
             approvals_dir=Path(env.get("OPSBOT_APPROVALS_DIR", "/var/lib/opsbot-approvals")),
             socket=Path(env.get("OPSBOT_SOCKET", "/run/opsbot/executor.sock")),
+            diagnose_socket=Path(env.get("OPSBOT_DIAGNOSE_SOCKET", "/run/opsbot/diagnose.sock")),
         )

@@ -150,12 +150,17 @@ class PlanStore:
         removed = 0
         cutoff = time.time() - older_than
         for directory in (self.plans, self.status_dir, self.consumed):
-            with contextlib.suppress(FileNotFoundError):
-                for entry in os.scandir(directory):
-                    if entry.name.startswith(_TMP_PREFIX) and entry.stat().st_mtime < cutoff:
-                        with contextlib.suppress(FileNotFoundError):
-                            os.unlink(entry.path)
-                            removed += 1
+            try:
+                with os.scandir(directory) as scan:
+                    entries = [e for e in scan if e.name.startswith(_TMP_PREFIX)]
+            except FileNotFoundError:
+                continue
+            for entry in entries:
+                # An entry may vanish under us (its writer renamed it): skip just that one.
+                with contextlib.suppress(FileNotFoundError):
+                    if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                        os.unlink(entry.path)
+                        removed += 1
         return removed
 
     # -- plans ------------------------------------------------------------------------

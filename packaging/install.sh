@@ -57,8 +57,9 @@ ln -sf "$venv/bin/opsbot" /usr/local/bin/opsbot
 systemctl daemon-reload
 
 if [ "$enable" = 1 ]; then
-    step "enabling the executor socket, the apply timer and path"
-    systemctl enable --now opsbot-executor.socket opsbot-apply.timer opsbot-apply.path
+    step "enabling the executor and diagnose sockets, the apply timer and path"
+    systemctl enable --now opsbot-executor.socket opsbot-diagnose.socket opsbot-apply.timer \
+        opsbot-apply.path
 fi
 if [ -d /usr/share/polkit-1 ] || [ -x /usr/lib/polkit-1/polkitd ]; then
     "$venv/bin/opsbot" polkit-rule --write

@@ -90,7 +90,7 @@ def _check_unit(name: str) -> str:
     if _UNIT_RE.fullmatch(name) is None:
         raise ValueError(
             f"{name[:80]!r} is not a valid unit name: use letters, digits, ':', '_', '.', "
-            f"'\\\\', '-', an optional '@instance', and a suffix such as .service "
+            f"'\\', '-', an optional '@instance', and a suffix such as .service "
             f"(one of {', '.join(UNIT_SUFFIXES)})"
         )
     return name

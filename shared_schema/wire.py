@@ -7,6 +7,7 @@ protocol version ``v``.
 """
 
 import json
+import math
 from datetime import datetime
 from typing import Annotated, Any, Final, Literal
 
@@ -166,6 +167,14 @@ def _bad_constant(name: str) -> Any:
     raise WireError(f"{name} is not valid JSON")
 
 
+def _finite_float(text: str) -> float:
+    # 1e999 would silently become inf, which canonical JSON cannot print back.
+    value = float(text)
+    if not math.isfinite(value):
+        raise WireError(f"number {text[:40]} is out of range")
+    return value
+
+
 def decode_json_object(line: bytes) -> dict[str, Any]:
     """Decode one message: UTF-8 JSON object, no duplicate keys, bounded size and depth."""
     if len(line) > MAX_MESSAGE_BYTES:
@@ -188,7 +197,12 @@ def decode_json_object(line: bytes) -> dict[str, Any]:
     if deepest > MAX_NESTING * 2:
         raise WireError(f"message is nested deeper than {MAX_NESTING} levels")
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_bad_constant)
+        value = json.loads(
+            text,
+            object_pairs_hook=_no_duplicates,
+            parse_constant=_bad_constant,
+            parse_float=_finite_float,
+        )
     except WireError:
         raise
     except (ValueError, RecursionError) as exc:

@@ -1,0 +1,95 @@
+"""What a policy may propose, and what it is shown: the vocabulary of the loop.
+
+A policy proposes exactly one action per turn. Which actions are possible, what they do
+and when the run stops is decided by the runtime (``runtime.py``), not by the policy.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+
+@dataclass(frozen=True)
+class CallTool:
+    """Call a read tool by name with JSON arguments."""
+
+    tool: str
+    args: Mapping[str, Any]
+    thought: str = ""
+    kind: Literal["call_tool"] = "call_tool"
+
+
+@dataclass(frozen=True)
+class SubmitPlan:
+    """Finish by proposing a plan (a JSON object the runtime validates with shared_schema)."""
+
+    plan: Mapping[str, Any]
+    thought: str = ""
+    kind: Literal["submit_plan"] = "submit_plan"
+
+
+@dataclass(frozen=True)
+class FinalNote:
+    """Finish without a plan: no change is warranted, or a human must act."""
+
+    text: str
+    thought: str = ""
+    kind: Literal["final_note"] = "final_note"
+
+
+Action = CallTool | SubmitPlan | FinalNote
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as a policy sees it: name, description (the tool's docstring), JSON schema."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One step of the transcript: the action taken and what came back.
+
+    ``observation`` is what the policy is shown (already truncated and redacted);
+    ``decided_by`` says who produced it: the policy's tool call answered by a tool, the
+    runtime (a refused tool, a nudge, a limit) or the validator (REVISE errors).
+    """
+
+    step: int
+    action: Action
+    observation: str
+    decided_by: Literal["policy", "runtime", "validator"] = "policy"
+    tool_call_id: str = ""
+
+
+@dataclass
+class Transcript:
+    """What the policy knows: the unit and symptom asked about, and every turn so far."""
+
+    unit: str
+    symptom: str = ""
+    turns: list[Turn] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A policy's answer for one turn: the action, plus tokens if a model reports them."""
+
+    action: Action
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class Policy(Protocol):
+    """Proposes one action given the transcript and the tools currently visible.
+
+    ``tools`` may be empty: the runtime withdraws tools when the run must finish, and
+    the policy must then answer with SubmitPlan or FinalNote.
+    """
+
+    name: str
+
+    def propose(self, transcript: Transcript, tools: Sequence[ToolSpec]) -> Proposal: ...

@@ -1,0 +1,156 @@
+"""``opsbot-diagnose``: the command line of the diagnosis service.
+
+``opsbot-diagnose run [--symptom TEXT] [--json] UNIT`` diagnoses one unit once (what
+``opsbot-onfailure@.service`` runs), submits a plan to the executor if the policy
+proposes one, and prints the verdict. One top-level handler maps the service's errors to
+one line on stderr and an exit status (``DiagnoseError.exit_status``, sysexits.h) that
+makes sense to ``Restart=``; tracebacks only for the unexpected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from diagnose_svc import log
+from diagnose_svc.actions import Policy
+from diagnose_svc.config import load_config
+from diagnose_svc.errors import DiagnoseError, UsageError
+from diagnose_svc.events import EventSink
+from diagnose_svc.executor_client import DEFAULT_SOCKET_PATH, ExecutorClient
+from diagnose_svc.runtime import run_diagnosis
+from diagnose_svc.tools import READ_TOOLS
+from diagnose_svc.verdict import NoteVerdict, PlanVerdict
+from shared_schema import DiagnoseSettings
+
+EX_OK = 0
+EX_UNAVAILABLE = 69
+#: Endings that mean something outside diagnosis is broken; the unit should fail.
+_FAILED_ENDINGS = {"policy_error": EX_UNAVAILABLE, "executor_error": EX_UNAVAILABLE}
+
+
+def make_policy(settings: DiagnoseSettings) -> Policy:
+    """The policy ``[diagnose.model] kind`` asks for."""
+    if settings.model.kind == "openai":
+        from diagnose_svc.model_settings import resolve_openai_settings
+        from diagnose_svc.policies.openai_compat import OpenAICompatPolicy
+
+        return OpenAICompatPolicy(resolve_openai_settings(settings.model))
+    from diagnose_svc.policies.runbook import RunbookPolicy
+
+    return RunbookPolicy(settings)
+
+
+def render(verdict: PlanVerdict | NoteVerdict) -> str:
+    """The verdict as an operator reads it in a terminal."""
+    lines = [f"diagnosis {verdict.run_id} of {verdict.unit}: {verdict.steps_used} steps"]
+    if isinstance(verdict, PlanVerdict):
+        lines.append(
+            f"plan {verdict.plan_id} proposed (sha256 {verdict.sha256}): {verdict.plan.goal}"
+        )
+        for index, step in enumerate(verdict.plan.steps, 1):
+            lines.append(f"  {index}. {step.tool} {step.args.unit}: {step.reason or ''}".rstrip())
+        lines.append(f"review and approve it with: sudo opsbot approve {verdict.plan_id}")
+    else:
+        lines.append(verdict.text)
+    return "\n".join(lines)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="opsbot-diagnose", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug events")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="diagnose one unit once")
+    run.add_argument("unit", help="the unit to diagnose, e.g. nginx.service")
+    run.add_argument("--symptom", default="", help="what was observed, in words")
+    run.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    run.add_argument("--config", type=Path, default=None, help="opsbot.toml to read")
+    run.add_argument("--socket", type=Path, default=DEFAULT_SOCKET_PATH, help="executor socket")
+    serve = commands.add_parser(
+        "serve", help="serve diagnosis requests on /run/opsbot/diagnose.sock (socket-activated)"
+    )
+    serve.add_argument("--config", type=Path, default=None, help="opsbot.toml to read")
+    serve.add_argument("--socket", type=Path, default=DEFAULT_SOCKET_PATH, help="executor socket")
+    serve.add_argument("--listen", type=Path, default=None,
+                       help="bind this path instead of using the socket systemd passes")
+    serve.add_argument("--idle-timeout", type=float, default=120.0,
+                       help="exit after this many idle seconds (0: never)")
+    return parser
+
+
+def diagnose_once(
+    unit: str, symptom: str, settings: DiagnoseSettings, socket_path: Path,
+    on_event: EventSink | None = None,
+) -> PlanVerdict | NoteVerdict:
+    """One diagnosis with the configured policy, which is closed afterwards."""
+    policy = make_policy(settings)
+    try:
+        return run_diagnosis(
+            unit, symptom, policy, READ_TOOLS, ExecutorClient(socket_path), settings, on_event
+        )
+    finally:
+        close = getattr(policy, "close", None)
+        if callable(close):
+            close()
+
+
+def _run(args: argparse.Namespace) -> int:
+    settings = load_config(args.config).diagnose
+    verdict = diagnose_once(args.unit, args.symptom, settings, args.socket)
+    print(verdict.model_dump_json(indent=2) if args.json else render(verdict))
+    return _FAILED_ENDINGS.get(verdict.ended_by, EX_OK)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from diagnose_svc.server import DiagnoseServer, activated_listener, bind_listener
+
+    settings = load_config(args.config).diagnose
+    if args.listen is not None:
+        listener = bind_listener(str(args.listen))
+    else:
+        activated = activated_listener()
+        if activated is None:
+            raise UsageError(
+                "no socket: start opsbot-diagnose through opsbot-diagnose.socket, or pass "
+                "--listen PATH"
+            )
+        listener = activated
+
+    def diagnose(unit: str, symptom: str, on_event: EventSink) -> PlanVerdict | NoteVerdict:
+        return diagnose_once(unit, symptom, settings, args.socket, on_event)
+
+    def notify(state: str) -> None:
+        if os.environ.get("NOTIFY_SOCKET"):
+            from systemd import daemon as sd
+
+            sd.notify(state)
+
+    server = DiagnoseServer(listener, diagnose, args.idle_timeout, notify)
+    signal.signal(signal.SIGTERM, lambda signum, frame: server.stopping.set())
+    try:
+        server.serve()
+    finally:
+        listener.close()
+    return EX_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    log.configure(verbose=args.verbose)
+    try:
+        if args.command == "serve":
+            return _serve(args)
+        return _run(args)
+    except DiagnoseError as exc:
+        print(f"opsbot-diagnose: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"opsbot-diagnose: hint: {exc.hint}", file=sys.stderr)
+        return exc.exit_status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""Where the OpenAI-compatible model is and how to reach it: URL, model name, API key.
+
+Each value is taken from the first of these that has it (an empty value counts as unset):
+
+1. the environment: ``LLM_API_URL``, ``LLM_MODEL``, ``LLM_API_KEY``;
+2. systemd credentials: files ``llm_api_url``, ``llm_model``, ``llm_api_key`` in
+   ``$CREDENTIALS_DIRECTORY`` (what ``LoadCredential=`` / ``SetCredential=`` provide);
+3. the config file's ``[diagnose.model]`` ``api_url`` and ``model`` (never a key: keys
+   do not live in config).
+
+The key is held as a :class:`pydantic.SecretStr`; its repr and str are asterisks, and no
+message or log event of this module contains it. Call :func:`resolve_openai_settings`
+only when ``[diagnose.model] kind = "openai"``.
+
+Errors: :class:`ModelSettingsError`, a ``diagnose_svc.errors.ConfigError`` (``.message``,
+``.hint``), for a missing or invalid value or an unreadable credential file.
+"""
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import HttpUrl, SecretStr, TypeAdapter, ValidationError
+
+from diagnose_svc.errors import ConfigError
+from shared_schema.config import ModelSettings
+
+ENV_API_URL = "LLM_API_URL"
+ENV_MODEL = "LLM_MODEL"
+ENV_API_KEY = "LLM_API_KEY"
+CREDENTIAL_API_URL = "llm_api_url"
+CREDENTIAL_MODEL = "llm_model"
+CREDENTIAL_API_KEY = "llm_api_key"
+
+_URL = TypeAdapter(HttpUrl)
+# An HTTP header value may hold visible ASCII only; anything else would either be refused
+# by httpx with an error that quotes the value, or smuggle a second header.
+_HEADER_SAFE = frozenset(chr(c) for c in range(0x21, 0x7F))
+
+
+class ModelSettingsError(ConfigError):
+    """The model cannot be configured: a value is missing, invalid or unreadable."""
+
+
+@dataclass(frozen=True)
+class OpenAISettings:
+    """Everything :class:`~diagnose_svc.policies.OpenAICompatPolicy` needs to make requests.
+
+    ``api_url`` is the API base, normalised without a trailing slash
+    (``http://127.0.0.1:8080/v1``); it may carry no user info, query or fragment, so it
+    can be shown as it is. ``sources`` says where each value came from (``"env
+    LLM_MODEL"``, ``"credential llm_api_key"``, ``"config"``), for messages; it never
+    holds a value.
+    """
+
+    api_url: str
+    model: str
+    api_key: SecretStr | None = None
+    timeout_seconds: float = 60.0
+    max_retries: int = 3
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        source = self.sources.get
+        object.__setattr__(self, "api_url", _check_url(self.api_url, source("api_url", "settings")))
+        if not self.model.strip():
+            raise ModelSettingsError(f"the model name from {source('model', 'settings')} is empty")
+        if self.api_key is not None and not set(self.api_key.get_secret_value()) <= _HEADER_SAFE:
+            # Never quote the key, not even the offending character.
+            raise ModelSettingsError(
+                f"the API key from {source('api_key', 'settings')} holds characters an HTTP "
+                "header cannot carry (spaces, control or non-ASCII characters)",
+                hint="store the bare key, on one line",
+            )
+
+
+def _read_credential(directory: Path, name: str) -> str | None:
+    path = directory / name
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ModelSettingsError(
+            f"cannot read credential {path}: {reason}",
+            hint="check LoadCredential= in the unit and the source file's permissions",
+        ) from None
+    return text.strip() or None
+
+
+def _pick(
+    env: Mapping[str, str], env_name: str, creds: Path | None, cred_name: str
+) -> tuple[str | None, str]:
+    value = env.get(env_name, "").strip()
+    if value:
+        return value, f"env {env_name}"
+    if creds is not None:
+        from_file = _read_credential(creds, cred_name)
+        if from_file:
+            return from_file, f"credential {cred_name}"
+    return None, ""
+
+
+def _check_url(url: str, source: str) -> str:
+    try:
+        parsed = _URL.validate_python(url)
+    except ValidationError:
+        # Not quoted: a value that is no URL may be a key put in the wrong variable.
+        raise ModelSettingsError(
+            f"api_url from {source} is not an http(s) URL",
+            hint="give the API base, for example http://127.0.0.1:8080/v1",
+        ) from None
+    if parsed.username or parsed.password:
+        raise ModelSettingsError(
+            f"api_url from {source} carries user info; credentials do not go in URLs",
+            hint=f"put the key in ${ENV_API_KEY} or the {CREDENTIAL_API_KEY} credential",
+        )
+    if parsed.query or parsed.fragment:
+        raise ModelSettingsError(
+            f"api_url from {source} has a query or fragment; give the plain API base",
+            hint="for example http://127.0.0.1:8080/v1 (requests go to <api_url>/chat/completions)",
+        )
+    return str(parsed).rstrip("/")
+
+
+def resolve_openai_settings(
+    config: ModelSettings, environ: Mapping[str, str] | None = None
+) -> OpenAISettings:
+    """Resolve URL, model and key for ``kind = "openai"`` (see the module docstring).
+
+    ``environ`` defaults to ``os.environ``; ``$CREDENTIALS_DIRECTORY`` is read from it.
+    Raises :class:`ModelSettingsError` when the URL or model is missing or invalid, the
+    key cannot be sent in a header, or a credential file cannot be read.
+    """
+    env = os.environ if environ is None else environ
+    creds_dir = env.get("CREDENTIALS_DIRECTORY", "").strip()
+    creds = Path(creds_dir) if creds_dir else None
+    sources: dict[str, str] = {}
+
+    url, source = _pick(env, ENV_API_URL, creds, CREDENTIAL_API_URL)
+    if url is None and config.api_url is not None:
+        url, source = str(config.api_url), "config"
+    if url is None:
+        raise ModelSettingsError(
+            'kind = "openai" needs the API URL, and none is set',
+            hint=f"set ${ENV_API_URL}, the {CREDENTIAL_API_URL} credential, "
+            "or [diagnose.model] api_url",
+        )
+    sources["api_url"] = source
+
+    model, source = _pick(env, ENV_MODEL, creds, CREDENTIAL_MODEL)
+    if model is None and config.model:
+        model, source = config.model, "config"
+    if model is None:
+        raise ModelSettingsError(
+            'kind = "openai" needs a model name, and none is set',
+            hint=f"set ${ENV_MODEL}, the {CREDENTIAL_MODEL} credential, or [diagnose.model] model",
+        )
+    sources["model"] = source
+
+    key, source = _pick(env, ENV_API_KEY, creds, CREDENTIAL_API_KEY)
+    if key is not None:
+        sources["api_key"] = source
+
+    return OpenAISettings(
+        api_url=url,
+        model=model,
+        api_key=None if key is None else SecretStr(key),
+        timeout_seconds=config.timeout_seconds,
+        max_retries=config.max_retries,
+        sources=sources,
+    )

@@ -1,0 +1,22 @@
+"""The boundary to the executor: something that takes a plan and answers for it.
+
+The runtime depends only on this protocol; ``executor_client.ExecutorClient`` implements
+it over the executor's Unix socket.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from shared_schema import Accept, Reject, Revise
+
+SubmitReply = Accept | Revise | Reject
+
+
+class Submitter(Protocol):
+    """Submits a plan (a JSON object) and returns the executor's verdict on it.
+
+    Raises ExecutorError (diagnose_svc.errors) when the executor cannot be asked.
+    """
+
+    def submit(self, plan: dict[str, Any], run_id: str, symptom: str) -> SubmitReply: ...
