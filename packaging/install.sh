@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
 # Install opsbot on a host run by systemd, as an operator would:
-#   sudo packaging/install.sh [--venv DIR] [--offline] [--enable]
+#   sudo packaging/install.sh [--venv DIR] [--offline] [--enable] [--without-polkit]
 # - a virtualenv (Debian's python3) with opsbot and its dependencies,
 # - units in /etc/systemd/system, users and groups (systemd-sysusers),
 #   directories (systemd-tmpfiles --create), /etc/opsbot/opsbot.toml if absent,
 # - with --enable: `systemctl enable --now` the executor socket, the apply timer and path.
 # --offline installs opsbot itself without touching a package index (the venv must
 # already hold the dependencies, as in the test container).
+# --without-polkit: for hosts without polkit, run the executor and apply as root with an
+# empty capability set (drop-ins from units/without-polkit/; state owned by root).
 set -euo pipefail
 
 venv=/opt/opsbot/venv
 offline=0
 enable=0
+without_polkit=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --venv) venv=$2; shift 2 ;;
         --offline) offline=1; shift ;;
         --enable) enable=1; shift ;;
-        -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+        --without-polkit) without_polkit=1; shift ;;
+        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
         *) echo "install.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -47,6 +51,15 @@ install -m 0644 "$src"/units/*.socket "$src"/units/*.service "$src"/units/*.time
     "$src"/units/*.path /etc/systemd/system/
 install -D -m 0644 "$src/units/sysusers.d/opsbot.conf" /etc/sysusers.d/opsbot.conf
 install -D -m 0644 "$src/units/tmpfiles.d/opsbot.conf" /etc/tmpfiles.d/opsbot.conf
+if [ "$without_polkit" = 1 ]; then
+    step "without polkit: executor and apply run as root with no capabilities"
+    for unit in opsbot-executor opsbot-apply; do
+        install -D -m 0644 "$src/units/without-polkit/$unit.service.conf" \
+            "/etc/systemd/system/$unit.service.d/50-root-no-caps.conf"
+    done
+    install -m 0644 "$src/units/without-polkit/tmpfiles.conf" /etc/tmpfiles.d/opsbot.conf
+    [ -d /var/lib/opsbot ] && chown -R root:root /var/lib/opsbot
+fi
 systemd-sysusers /etc/sysusers.d/opsbot.conf
 systemd-tmpfiles --create /etc/tmpfiles.d/opsbot.conf
 if [ ! -e /etc/opsbot/opsbot.toml ]; then
@@ -61,7 +74,7 @@ if [ "$enable" = 1 ]; then
     systemctl enable --now opsbot-executor.socket opsbot-diagnose.socket opsbot-apply.timer \
         opsbot-apply.path
 fi
-if [ -d /usr/share/polkit-1 ] || [ -x /usr/lib/polkit-1/polkitd ]; then
+if [ "$without_polkit" = 0 ] && { [ -d /usr/share/polkit-1 ] || [ -x /usr/lib/polkit-1/polkitd ]; }; then
     "$venv/bin/opsbot" polkit-rule --write
 else
     step "polkit is not installed: see README, 'Without polkit'"

@@ -10,17 +10,23 @@ from tests.integration.conftest import EXECUTOR_SOCKET, PYTHON, REPO
 from tests.integration.container import BootedSystemd
 
 
-def send_raw(ct: BootedSystemd, data: bytes | str, user: str = "opsbot-diagnose") -> tuple[int, str, str]:
+def send_raw(
+    ct: BootedSystemd, data: bytes | str, user: str = "opsbot-diagnose"
+) -> tuple[int, str, str]:
     """Send bytes to the executor socket as ``user``: (exit status, stdout, stderr)."""
     text = data.decode("utf-8", "surrogateescape") if isinstance(data, bytes) else data
     proc = ct.run(
         [PYTHON, f"{REPO}/tests/integration/sock_client.py", EXECUTOR_SOCKET],
-        user=user, input=text, check=False,
+        user=user,
+        input=text,
+        check=False,
     )
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def request(ct: BootedSystemd, message: dict[str, Any], user: str = "opsbot-diagnose") -> dict[str, Any]:
+def request(
+    ct: BootedSystemd, message: dict[str, Any], user: str = "opsbot-diagnose"
+) -> dict[str, Any]:
     """One request, one parsed reply."""
     status, out, err = send_raw(ct, json.dumps(message) + "\n", user)
     assert status == 0, f"socket client failed ({status}): {err}"
@@ -30,13 +36,18 @@ def request(ct: BootedSystemd, message: dict[str, Any], user: str = "opsbot-diag
     return reply
 
 
-def submit(ct: BootedSystemd, plan: dict[str, Any], user: str = "opsbot-diagnose") -> dict[str, Any]:
+def submit(
+    ct: BootedSystemd, plan: dict[str, Any], user: str = "opsbot-diagnose"
+) -> dict[str, Any]:
     return request(ct, {"v": 1, "op": "submit", "plan": plan}, user)
 
 
 def restart_plan(unit: str, goal: str | None = None, **expect: Any) -> dict[str, Any]:
-    step: dict[str, Any] = {"tool": "restart_unit", "args": {"unit": unit},
-                            "reason": f"{unit} needs a restart"}
+    step: dict[str, Any] = {
+        "tool": "restart_unit",
+        "args": {"unit": unit},
+        "reason": f"{unit} needs a restart",
+    }
     if expect:
         step["expect"] = expect
     return {"goal": goal or f"restart {unit}", "steps": [step]}
@@ -58,5 +69,7 @@ def plan_state(ct: BootedSystemd, plan_id: str) -> str:
 def wait_state(ct: BootedSystemd, plan_id: str, states: set[str], timeout: float = 60) -> str:
     return ct.wait_for(
         lambda: (s := plan_state(ct, plan_id)) in states and s,
-        timeout=timeout, interval=0.5, what=f"plan {plan_id} in {sorted(states)}",
+        timeout=timeout,
+        interval=0.5,
+        what=f"plan {plan_id} in {sorted(states)}",
     )

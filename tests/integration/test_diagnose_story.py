@@ -23,8 +23,11 @@ def _kill(ct: BootedSystemd, unit: str) -> None:
     # --kill-who=main: systemd 252 in a container sometimes reports EIO signalling the
     # (empty) rest of the cgroup after the main process is already dead.
     ct.systemctl("kill", "--kill-who=main", "-s", "KILL", unit)
-    ct.wait_for(lambda: ct.run(["systemctl", "is-failed", unit], check=False).returncode == 0,
-                timeout=15, what=f"{unit} failed")
+    ct.wait_for(
+        lambda: ct.run(["systemctl", "is-failed", unit], check=False).returncode == 0,
+        timeout=15,
+        what=f"{unit} failed",
+    )
 
 
 def _recover(ct: BootedSystemd, unit: str) -> None:
@@ -46,8 +49,7 @@ def test_operator_asks_and_a_crashed_service_gets_a_proposed_plan(opsbot: Booted
         plan_id = match.group(1)
         assert plan_state(ct, plan_id) == "PROPOSED"
         assert ct.run(["systemctl", "is-failed", "demo-db.service"], check=False).returncode == 0
-        result = json.loads(
-            cli(ct, "diagnose", "demo-db", "--json", user="olivia").stdout)
+        result = json.loads(cli(ct, "diagnose", "demo-db", "--json", user="olivia").stdout)
         assert result["verdict"]["kind"] == "plan"
         assert result["verdict"]["plan_id"] == plan_id  # same plan, same open id
         assert [e["event"] for e in result["events"]][0] == "diagnose.started"
@@ -62,8 +64,10 @@ def test_watched_unit_failure_starts_a_diagnosis(opsbot: BootedSystemd) -> None:
     ct = opsbot
     cli(ct, "watch", "demo-web.service")
     try:
-        assert "opsbot-onfailure@" in ct.systemctl("show", "-P", "OnFailure",
-                                                   "demo-web.service").stdout
+        assert (
+            "opsbot-onfailure@"
+            in ct.systemctl("show", "-P", "OnFailure", "demo-web.service").stdout
+        )
         since = time.time()
         _kill(ct, "demo-web.service")
 
@@ -71,8 +75,11 @@ def test_watched_unit_failure_starts_a_diagnosis(opsbot: BootedSystemd) -> None:
             plans = json.loads(cli(ct, "plans", "--json").stdout)
             for p in plans:
                 submitted = p["submitted_at"]
-                if ("demo-web.service" in p["units"] and p["state"] == "PROPOSED"
-                        and _epoch(submitted) >= since - 1):
+                if (
+                    "demo-web.service" in p["units"]
+                    and p["state"] == "PROPOSED"
+                    and _epoch(submitted) >= since - 1
+                ):
                     return p  # type: ignore[no-any-return]
             return None
 
@@ -97,28 +104,68 @@ def test_openai_policy_against_a_local_scripted_server(opsbot: BootedSystemd) ->
     (here a local one replaying scripted turns in the real wire format): tool calls run,
     the submitted plan reaches the executor, and the key travels only as a Bearer header."""
     ct = opsbot
-    script = {"turns": [
-        {"tool": "read_unit_status", "arguments": {"unit": "demo-db.service"}},
-        {"tool": "submit_plan", "arguments": {"plan": {
-            "goal": "bring demo-db back (scripted model)",
-            "steps": [{"tool": "restart_unit", "args": {"unit": "demo-db.service"},
-                       "expect": {"active_state": ["failed"]},
-                       "reason": "killed by SIGKILL"}]}}},
-    ]}
+    script = {
+        "turns": [
+            {"tool": "read_unit_status", "arguments": {"unit": "demo-db.service"}},
+            {
+                "tool": "submit_plan",
+                "arguments": {
+                    "plan": {
+                        "goal": "bring demo-db back (scripted model)",
+                        "steps": [
+                            {
+                                "tool": "restart_unit",
+                                "args": {"unit": "demo-db.service"},
+                                "expect": {"active_state": ["failed"]},
+                                "reason": "killed by SIGKILL",
+                            }
+                        ],
+                    }
+                },
+            },
+        ]
+    }
     ct.write_file("/srv/llm/script.json", json.dumps(script))
-    ct.write_file("/etc/opsbot/openai.toml", "[diagnose.model]\nkind = \"openai\"\n")
-    ct.run(["systemd-run", "--unit=scripted-llm", "-p", f"Environment=PYTHONPATH={REPO}",
-            PYTHON, "-m", "tests.support.scripted_openai", "--script", "/srv/llm/script.json",
-            "--port", "18080", "--record", "/srv/llm/requests.jsonl"])
+    ct.write_file("/etc/opsbot/openai.toml", '[diagnose.model]\nkind = "openai"\n')
+    ct.run(
+        [
+            "systemd-run",
+            "--unit=scripted-llm",
+            "-p",
+            f"Environment=PYTHONPATH={REPO}",
+            PYTHON,
+            "-m",
+            "tests.support.scripted_openai",
+            "--script",
+            "/srv/llm/script.json",
+            "--port",
+            "18080",
+            "--record",
+            "/srv/llm/requests.jsonl",
+        ]
+    )
     _kill(ct, "demo-db.service")
     try:
-        ct.wait_for(lambda: "listening" in ct.journal("-u", "scripted-llm", "-o", "cat"),
-                    timeout=20, what="scripted server listening")
+        ct.wait_for(
+            lambda: "listening" in ct.journal("-u", "scripted-llm", "-o", "cat"),
+            timeout=20,
+            what="scripted server listening",
+        )
         run = ct.run(
-            ["env", "LLM_API_URL=http://127.0.0.1:18080/v1", "LLM_MODEL=scripted",
-             "LLM_API_KEY=sk-test-secret-123", "/opt/opsbot/venv/bin/opsbot-diagnose", "run",
-             "--json", "--config", "/etc/opsbot/openai.toml", "demo-db.service"],
-            user="opsbot-diagnose", check=False,
+            [
+                "env",
+                "LLM_API_URL=http://127.0.0.1:18080/v1",
+                "LLM_MODEL=scripted",
+                "LLM_API_KEY=sk-test-secret-123",
+                "/opt/opsbot/venv/bin/opsbot-diagnose",
+                "run",
+                "--json",
+                "--config",
+                "/etc/opsbot/openai.toml",
+                "demo-db.service",
+            ],
+            user="opsbot-diagnose",
+            check=False,
         )
         assert run.returncode == 0, run.stderr
         verdict = json.loads(run.stdout)
@@ -126,8 +173,10 @@ def test_openai_policy_against_a_local_scripted_server(opsbot: BootedSystemd) ->
         assert verdict["plan"]["goal"] == "bring demo-db back (scripted model)"
         assert plan_state(ct, verdict["plan_id"]) == "PROPOSED"
         assert "sk-test-secret-123" not in run.stdout + run.stderr
-        requests = [json.loads(line) for line in
-                    ct.run(["cat", "/srv/llm/requests.jsonl"]).stdout.splitlines()]
+        requests = [
+            json.loads(line)
+            for line in ct.run(["cat", "/srv/llm/requests.jsonl"]).stdout.splitlines()
+        ]
         chats = [r for r in requests if r["path"].endswith("/chat/completions")]
         assert len(chats) == 2
         assert chats[0]["headers"]["authorization"] == "Bearer sk-test-secret-123"
@@ -153,8 +202,9 @@ def test_diagnose_cannot_restart_or_reach_the_executor(opsbot: BootedSystemd) ->
     """As the diagnose user, systemd refuses a restart; inside the diagnose unit's sandbox
     the executor's code cannot be imported and its state and approvals cannot be read."""
     ct = opsbot
-    denied = ct.run(["systemctl", "restart", "demo-web.service"], user="opsbot-diagnose",
-                    check=False)
+    denied = ct.run(
+        ["systemctl", "restart", "demo-web.service"], user="opsbot-diagnose", check=False
+    )
     assert denied.returncode != 0
     assert "Interactive authentication required" in denied.stderr
 
@@ -172,8 +222,10 @@ def test_diagnose_cannot_restart_or_reach_the_executor(opsbot: BootedSystemd) ->
 
 def test_diagnose_units_verify_and_exposure_is_at_most_2(opsbot: BootedSystemd) -> None:
     """systemd-analyze verify is clean for the diagnose units; exposure <= 2.0."""
-    units = [f"/etc/systemd/system/{u}" for u in (
-        "opsbot-diagnose.socket", "opsbot-diagnose.service", "opsbot-onfailure@.service")]
+    units = [
+        f"/etc/systemd/system/{u}"
+        for u in ("opsbot-diagnose.socket", "opsbot-diagnose.service", "opsbot-onfailure@.service")
+    ]
     verify = opsbot.run(["systemd-analyze", "verify", *units], check=False)
     assert verify.returncode == 0 and verify.stderr.strip() == "", verify.stderr
     out = opsbot.run(["systemd-analyze", "security", "opsbot-diagnose.service"]).stdout

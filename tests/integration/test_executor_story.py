@@ -63,11 +63,21 @@ def test_approved_plan_is_applied_by_the_path_unit_and_audited(opsbot: BootedSys
 
     story = opsbot.journal("-o", "json", f"PLAN_ID={plan_id}")
     events = [json.loads(line).get("EVENT") for line in story.splitlines()]
-    for event in ("plan.accepted", "plan.approved", "approval.consumed", "plan.applying",
-                  "step.started", "step.finished", "plan.applied"):
+    for event in (
+        "plan.accepted",
+        "plan.approved",
+        "approval.consumed",
+        "plan.applying",
+        "step.started",
+        "step.finished",
+        "plan.applied",
+    ):
         assert event in events, f"{event} missing from the journal: {events}"
-    finished = [json.loads(line) for line in story.splitlines()
-                if json.loads(line).get("EVENT") == "step.finished"]
+    finished = [
+        json.loads(line)
+        for line in story.splitlines()
+        if json.loads(line).get("EVENT") == "step.finished"
+    ]
     assert finished[0]["EXIT_STATUS"] == "0"
     assert finished[0]["ARGV"] == "systemctl restart --no-ask-password -- demo-web.service"
     assert finished[0]["_SYSTEMD_UNIT"] == "opsbot-apply.service"
@@ -80,7 +90,8 @@ def test_stranger_cannot_reach_the_socket_and_operator_cannot_submit(opsbot: Boo
     """A user outside opsbot-operators is refused by the kernel; an operator can list but
     not submit; nothing is stored for either."""
     status, _, err = send_raw(
-        opsbot, json.dumps({"v": 1, "op": "submit", "plan": restart_plan("demo-web.service")}),
+        opsbot,
+        json.dumps({"v": 1, "op": "submit", "plan": restart_plan("demo-web.service")}),
         user="mallory",
     )
     assert status == 3 and "Permission denied" in err
@@ -108,10 +119,14 @@ def test_bad_plans_get_field_errors_and_the_daemon_keeps_serving(opsbot: BootedS
     reply = submit(opsbot, restart_plan("demo-other.service"))
     assert reply["verdict"] == "REVISE" and "may not touch" in reply["errors"][0]["message"]
 
-    reply = submit(opsbot, {"goal": "x", "steps": [{"tool": "rm_rf", "args": {"unit": "a.service"}}]})
+    reply = submit(
+        opsbot, {"goal": "x", "steps": [{"tool": "rm_rf", "args": {"unit": "a.service"}}]}
+    )
     assert reply["verdict"] == "REVISE" and reply["errors"][0]["path"] == "steps.0"
 
-    assert submit(opsbot, restart_plan("demo-db.service", goal="still serving"))["verdict"] == "ACCEPT"
+    assert (
+        submit(opsbot, restart_plan("demo-db.service", goal="still serving"))["verdict"] == "ACCEPT"
+    )
 
 
 def test_unapproved_plan_never_runs(apply_paused: BootedSystemd) -> None:
@@ -150,8 +165,9 @@ def test_stale_precondition_marks_stale_and_runs_nothing(apply_paused: BootedSys
     """A plan made for a failed unit, approved after the unit recovered: STALE, no restart."""
     ct = apply_paused
     before = invocation(ct, "demo-db.service")
-    plan_id = submit(ct, restart_plan("demo-db.service", goal="db was failed",
-                                      active_state=["failed"]))["plan_id"]
+    plan_id = submit(
+        ct, restart_plan("demo-db.service", goal="db was failed", active_state=["failed"])
+    )["plan_id"]
     opsbot(ct, "approve", plan_id)
     ct.systemctl("start", "opsbot-apply.service")
     assert plan_state(ct, plan_id) == "STALE"
@@ -164,12 +180,15 @@ def test_executor_user_is_held_to_the_allowlist_by_polkit(opsbot: BootedSystemd)
     """Even run by hand as the executor's user, systemctl may restart an allowlisted unit,
     but not stop it, and not touch any other unit."""
     user = "opsbot-executor"
-    ok = opsbot.run(["systemctl", "restart", "--no-ask-password", "demo-web.service"], user=user,
-                    check=False)
+    ok = opsbot.run(
+        ["systemctl", "restart", "--no-ask-password", "demo-web.service"], user=user, check=False
+    )
     assert ok.returncode == 0, ok.stderr
-    for argv in (["systemctl", "stop", "--no-ask-password", "demo-web.service"],
-                 ["systemctl", "restart", "--no-ask-password", "demo-other.service"],
-                 ["systemctl", "restart", "--no-ask-password", "systemd-journald.service"]):
+    for argv in (
+        ["systemctl", "stop", "--no-ask-password", "demo-web.service"],
+        ["systemctl", "restart", "--no-ask-password", "demo-other.service"],
+        ["systemctl", "restart", "--no-ask-password", "systemd-journald.service"],
+    ):
         denied = opsbot.run(argv, user=user, check=False)
         assert denied.returncode != 0
         assert "Access denied" in denied.stderr or "authentication" in denied.stderr
@@ -177,9 +196,16 @@ def test_executor_user_is_held_to_the_allowlist_by_polkit(opsbot: BootedSystemd)
 
 def test_units_verify_and_executor_exposure_is_at_most_2(opsbot: BootedSystemd) -> None:
     """systemd-analyze verify is clean and the executor scores <= 2.0 exposure."""
-    units = [f"/etc/systemd/system/{u}" for u in (
-        "opsbot-executor.socket", "opsbot-executor.service", "opsbot-apply.service",
-        "opsbot-apply.timer", "opsbot-apply.path")]
+    units = [
+        f"/etc/systemd/system/{u}"
+        for u in (
+            "opsbot-executor.socket",
+            "opsbot-executor.service",
+            "opsbot-apply.service",
+            "opsbot-apply.timer",
+            "opsbot-apply.path",
+        )
+    ]
     verify = opsbot.run(["systemd-analyze", "verify", *units], check=False)
     assert verify.returncode == 0, verify.stderr
     assert verify.stderr.strip() == ""
