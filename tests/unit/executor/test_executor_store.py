@@ -1,0 +1,294 @@
+"""The plan store: what ACCEPT promises is on disk, byte for byte, and nothing that is
+not a plan the executor wrote is ever read as one."""
+
+import json
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from executor_svc.errors import PlanNotFound, StoreError, TamperedPlan
+from executor_svc.records import StatusRecord
+from executor_svc.store import PlanStore, new_plan_id
+from shared_schema import PlanState, is_valid_plan_id, sha256_hex
+
+from .helpers import DIAGNOSE, NOW, edit_record, plan_of, step, submitted
+
+
+def test_add_stores_the_canonical_bytes_under_a_fresh_plan_id(store: PlanStore) -> None:
+    """add() returns a plan id and the fingerprint; plans/<id>.json holds exactly the
+    canonical bytes of the plan and their sha256, with who submitted it and when."""
+    plan = plan_of()
+    plan_id, sha, duplicate = store.add(plan, DIAGNOSE, NOW)
+    assert is_valid_plan_id(plan_id)
+    assert plan_id.startswith("20261129-213500-")
+    assert not duplicate
+    assert sha == plan.fingerprint()
+    on_disk = json.loads((store.plans / f"{plan_id}.json").read_bytes())
+    assert on_disk["plan"].encode() == plan.canonical()
+    assert on_disk["sha256"] == sha256_hex(plan.canonical()) == sha
+    assert on_disk["plan_id"] == plan_id
+    assert on_disk["submitted_by"]["user"] == "opsbot-diagnose"
+    assert store.ids() == [plan_id]
+
+
+def test_a_stored_plan_is_not_readable_by_others(store: PlanStore) -> None:
+    """Plan records are not world-readable."""
+    plan_id, _, _ = store.add(plan_of(), DIAGNOSE, NOW)
+    assert (store.plans / f"{plan_id}.json").stat().st_mode & 0o007 == 0
+
+
+def test_a_new_plan_starts_proposed_by_its_submitter(store: PlanStore) -> None:
+    """Before any transition, a stored plan is PROPOSED, by the user who submitted it."""
+    record = submitted(store, plan_of())
+    status = store.status(record.plan_id)
+    assert status.state is PlanState.PROPOSED
+    assert [(t.state, t.by, t.at) for t in status.history] == [
+        (PlanState.PROPOSED, "opsbot-diagnose", NOW)
+    ]
+
+
+def test_the_same_plan_resubmitted_while_open_gets_the_same_id(store: PlanStore) -> None:
+    """A model that submits the same plan twice (or a retry after a lost reply) gets the
+    first plan's id back, marked duplicate, while that plan is PROPOSED or APPROVED;
+    also after the daemon restarted (a new PlanStore on the same directory)."""
+    first_id, sha, _ = store.add(plan_of(), DIAGNOSE, NOW)
+    assert store.add(plan_of(), DIAGNOSE, NOW) == (first_id, sha, True)
+    store.save_status(StatusRecord(plan_id=first_id, state=PlanState.APPROVED, approved_by="alice"))
+    restarted = PlanStore(store.root)
+    assert restarted.add(plan_of(), DIAGNOSE, NOW) == (first_id, sha, True)
+    assert store.ids() == [first_id]
+
+
+def test_a_different_plan_gets_a_different_id(store: PlanStore) -> None:
+    """A plan that differs in anything (here: the unit) is a new plan."""
+    first_id, _, _ = store.add(plan_of(), DIAGNOSE, NOW)
+    second_id, _, duplicate = store.add(plan_of(step("restart_unit", "app.service")), DIAGNOSE, NOW)
+    assert second_id != first_id
+    assert not duplicate
+
+
+@pytest.mark.parametrize("final", [PlanState.APPLIED, PlanState.FAILED, PlanState.REJECTED])
+def test_after_a_plan_is_final_the_same_plan_gets_a_new_id(
+    store: PlanStore, final: PlanState
+) -> None:
+    """Once a plan has run (or was rejected), submitting it again is a new plan with a
+    new id, needing its own approval."""
+    first_id, sha, _ = store.add(plan_of(), DIAGNOSE, NOW)
+    store.save_status(StatusRecord(plan_id=first_id, state=final))
+    second_id, second_sha, duplicate = store.add(plan_of(), DIAGNOSE, NOW)
+    assert second_id != first_id
+    assert second_sha == sha
+    assert not duplicate
+    assert store.ids() == sorted([first_id, second_id])
+
+
+def test_verified_plan_gives_back_the_stored_plan(store: PlanStore) -> None:
+    """An untouched record verifies and yields the plan that was stored."""
+    plan = plan_of(step("reset_failed_unit", "nginx.service"), step("start_unit", "nginx.service"))
+    record = submitted(store, plan)
+    assert store.verified_plan(store.load(record.plan_id)) == plan
+
+
+def test_verified_plan_detects_an_edited_plan(store: PlanStore) -> None:
+    """Someone edits the stored plan's text (another unit) but not its fingerprint: the
+    bytes no longer hash to it."""
+    record = submitted(store, plan_of())
+    edit_record(store, record.plan_id, plan=record.plan.replace("nginx.service", "sshd.service"))
+    with pytest.raises(TamperedPlan, match="modified after it was stored"):
+        store.verified_plan(store.load(record.plan_id))
+
+
+def test_verified_plan_detects_an_edited_fingerprint(store: PlanStore) -> None:
+    """Someone edits the stored fingerprint: the bytes no longer hash to it."""
+    record = submitted(store, plan_of())
+    edit_record(store, record.plan_id, sha256="0" * 64)
+    with pytest.raises(TamperedPlan, match="no longer match its fingerprint"):
+        store.verified_plan(store.load(record.plan_id))
+
+
+def test_verified_plan_detects_a_non_canonical_rewrite(store: PlanStore) -> None:
+    """The same plan re-serialised with other whitespace, with a matching sha256, is not
+    the canonical form any more: refused, since the fingerprint approved must be the
+    fingerprint of the canonical bytes."""
+    record = submitted(store, plan_of())
+    pretty = json.dumps(json.loads(record.plan), indent=2)
+    edit_record(store, record.plan_id, plan=pretty, sha256=sha256_hex(pretty.encode()))
+    with pytest.raises(TamperedPlan, match="no longer a valid canonical plan"):
+        store.verified_plan(store.load(record.plan_id))
+
+
+def test_verified_plan_detects_a_plan_that_no_longer_validates(store: PlanStore) -> None:
+    """A consistent rewrite into something that is not a valid plan is refused too."""
+    record = submitted(store, plan_of())
+    bad = '{"goal":"x","steps":[]}'
+    edit_record(store, record.plan_id, plan=bad, sha256=sha256_hex(bad.encode()))
+    with pytest.raises(TamperedPlan, match="no longer a valid canonical plan"):
+        store.verified_plan(store.load(record.plan_id))
+
+
+def test_load_refuses_a_symlinked_plan_file(store: PlanStore, tmp_path: Path) -> None:
+    """A plans/<id>.json that is a symlink (to a valid record, even) is refused as
+    tampering, never followed."""
+    record = submitted(store, plan_of())
+    outside = tmp_path / "elsewhere.json"
+    path = store.plans / f"{record.plan_id}.json"
+    os.rename(path, outside)
+    path.symlink_to(outside)
+    with pytest.raises(TamperedPlan, match="is a symlink; refusing it"):
+        store.load(record.plan_id)
+
+
+@pytest.mark.parametrize(
+    "plan_id", ["../x", "a/b", "../state/plans/x", "", "20261129-213500-1a2b3c4d/"]
+)
+def test_load_refuses_a_path_like_id(store: PlanStore, plan_id: str) -> None:
+    """An id that is not a plan id (a path, say) is PlanNotFound before any file is
+    opened, saying what ids look like."""
+    with pytest.raises(PlanNotFound, match="is not a plan id"):
+        store.load(plan_id)
+
+
+def test_load_of_an_unknown_id_is_plan_not_found(store: PlanStore) -> None:
+    """A well-formed id with no plan is PlanNotFound, with a hint to list plans."""
+    with pytest.raises(PlanNotFound, match="no plan 20261129-213500-1a2b3c4d") as caught:
+        store.load("20261129-213500-1a2b3c4d")
+    assert "opsbot plans" in caught.value.hint
+
+
+def test_a_record_that_names_another_plan_is_refused(store: PlanStore) -> None:
+    """A plan file copied under another plan's name is caught: its plan_id disagrees."""
+    record = submitted(store, plan_of())
+    other = new_plan_id(NOW)
+    (store.plans / f"{other}.json").write_bytes(
+        (store.plans / f"{record.plan_id}.json").read_bytes()
+    )
+    with pytest.raises(TamperedPlan, match=f"holds plan {record.plan_id}, not {other}"):
+        store.load(other)
+
+
+def test_a_leftover_temp_file_is_never_a_plan_and_is_swept_when_old(store: PlanStore) -> None:
+    """A daemon killed mid-write leaves a .tmp-* file: ids() never lists it, a young one
+    is left alone (a writer may still own it), an old one is swept."""
+    record = submitted(store, plan_of())
+    young = store.plans / f".tmp-{new_plan_id(NOW)}.json.0a1b2c3d"
+    old = store.status_dir / f".tmp-{record.plan_id}.json.deadbeef"
+    for leftover in (young, old):
+        leftover.write_bytes((store.plans / f"{record.plan_id}.json").read_bytes())
+    an_hour_ago = time.time() - 3600
+    os.utime(old, (an_hour_ago, an_hour_ago))
+    assert store.ids() == [record.plan_id]
+    assert store.sweep_temp_files(older_than=60) == 1
+    assert young.exists()
+    assert not old.exists()
+    assert store.load(record.plan_id) == record
+
+
+def test_sweeping_goes_on_past_a_temp_entry_that_vanishes(store: PlanStore) -> None:
+    """A temp entry that disappears while the sweep looks at it (another writer renamed
+    it; here: a dangling symlink) does not stop the sweep of the others."""
+    an_hour_ago = time.time() - 3600
+    old = []
+    for index in range(20):
+        path = store.plans / f".tmp-{index:02d}.json.00000000"
+        path.write_bytes(b"{}")
+        os.utime(path, (an_hour_ago, an_hour_ago))
+        old.append(path)
+    (store.plans / ".tmp-gone.json.11111111").symlink_to(store.plans / "no-such-file")
+    assert store.sweep_temp_files(older_than=60) == 20
+    assert not any(path.exists() for path in old)
+
+
+def test_an_approval_is_consumed_exactly_once(store: PlanStore) -> None:
+    """consume() is True the first time and False every time after: a replayed approval
+    authorises nothing."""
+    plan_id = submitted(store, plan_of()).plan_id
+    assert store.consume(plan_id, "a" * 64, "root", NOW)
+    assert store.is_consumed(plan_id)
+    assert not store.consume(plan_id, "a" * 64, "root", NOW)
+    assert not store.consume(plan_id, "b" * 64, "alice", NOW)
+
+
+def test_of_two_racing_consumers_exactly_one_wins(store: PlanStore) -> None:
+    """Two applies that consume the same approval at the same instant: exactly one gets
+    it, in every one of 50 rounds."""
+
+    def consume(plan_id: str, barrier: threading.Barrier, results: list[bool]) -> None:
+        racer = PlanStore(store.root)  # each apply process has its own store
+        barrier.wait()
+        results.append(racer.consume(plan_id, "a" * 64, "root", NOW))
+
+    for _ in range(50):
+        plan_id = new_plan_id(NOW)
+        barrier = threading.Barrier(2)
+        results: list[bool] = []
+        threads = [
+            threading.Thread(target=consume, args=(plan_id, barrier, results)) for _ in range(2)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(results) == [False, True], plan_id
+    assert not [n for n in os.listdir(store.consumed) if n.startswith(".tmp-")]
+
+
+@pytest.fixture
+def tiny_state_dir(tmp_path: Path) -> Iterator[Path]:
+    """A 64 KiB tmpfs as the state directory, unmounted afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mountpoint = tmp_path / "tiny"
+    mountpoint.mkdir()
+    mount = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k,mode=0750", "tmpfs", str(mountpoint)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mount.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mount.stderr.strip()}")
+    try:
+        yield mountpoint
+    finally:
+        subprocess.run(["umount", str(mountpoint)], check=True)
+
+
+def _fill(directory: Path) -> Path:
+    """Write a file until the file system is full, to the last byte."""
+    filler = directory / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        for size in (4096, 512, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * size)
+            except OSError:
+                continue
+    finally:
+        os.close(fd)
+    return filler
+
+
+def test_a_full_disk_is_a_store_error_and_stored_plans_stay_intact(tiny_state_dir: Path) -> None:
+    """On a full file system, add() fails with a StoreError that says "no space left",
+    leaves no temp file, and every plan stored before is still there and loads; once
+    there is space again, plans are stored again."""
+    store = PlanStore(tiny_state_dir)
+    store.ensure()
+    before = submitted(store, plan_of())
+    filler = _fill(tiny_state_dir)
+    with pytest.raises(StoreError, match="no space left on device"):
+        store.add(plan_of(step("restart_unit", "app.service")), DIAGNOSE, NOW)
+    assert store.ids() == [before.plan_id]
+    assert store.load(before.plan_id) == before
+    assert store.verified_plan(store.load(before.plan_id)) == plan_of()
+    assert not [n for n in os.listdir(store.plans) if n.startswith(".tmp-")]
+    filler.unlink()
+    plan_id, _, duplicate = store.add(plan_of(step("restart_unit", "app.service")), DIAGNOSE, NOW)
+    assert not duplicate
+    assert sorted(store.ids()) == sorted([before.plan_id, plan_id])
