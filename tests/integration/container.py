@@ -354,6 +354,7 @@ class BootedSystemd:
         ]
         log.info("run: %s", shlex.join(argv))
         started = time.monotonic()
+        cgroups = _make_cgroups(self.machine)
         with open(self.console_log, "wb") as console:
             self._proc = subprocess.Popen(
                 argv,
@@ -361,6 +362,10 @@ class BootedSystemd:
                 stdout=console,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                # nspawn puts its payload in <its cgroup>/payload: without a cgroup of its
+                # own, every container on this (non-systemd) host would share /payload, and
+                # `systemctl kill` in one would signal processes of another.
+                preexec_fn=lambda: _join_cgroups(cgroups),
             )
         (self._tmp_dir / "nspawn.pid").write_text(f"{self._proc.pid}\n")
         deadline = started + self.boot_timeout
@@ -559,6 +564,38 @@ class BootedSystemd:
         return False
 
 
+_CGROUP_ROOTS = (Path("/sys/fs/cgroup/systemd"), Path("/sys/fs/cgroup/unified"))
+
+
+def _make_cgroups(machine: str) -> list[Path]:
+    """A cgroup named after the container in each hierarchy nspawn and systemd use."""
+    made = []
+    for root in _CGROUP_ROOTS:
+        if (root / "cgroup.procs").exists():
+            path = root / machine
+            path.mkdir(exist_ok=True)
+            made.append(path)
+    return made
+
+
+def _join_cgroups(cgroups: list[Path]) -> None:
+    """In the child, before exec: move into the container's own cgroups."""
+    for path in cgroups:
+        with open(path / "cgroup.procs", "w") as procs:
+            procs.write("0")
+
+
+def _remove_cgroups(machine: str) -> None:
+    """Remove the container's cgroup trees, deepest first (they are empty once it is off)."""
+    for root in _CGROUP_ROOTS:
+        top = root / machine
+        if not top.is_dir():
+            continue
+        for dirpath, _, _ in sorted(os.walk(top), key=lambda w: -w[0].count("/")):
+            with contextlib.suppress(OSError):
+                os.rmdir(dirpath)
+
+
 def _cleanup_dir(tmp: Path, machine: str | None) -> None:
     """Unmount the overlay and tmpfs below ``tmp`` and remove it."""
     fs = tmp / "fs"
@@ -570,6 +607,7 @@ def _cleanup_dir(tmp: Path, machine: str | None) -> None:
     if machine:  # nspawn leaves this behind when /run is not a tmpfs
         with contextlib.suppress(OSError):
             (_NSPAWN_PROPAGATE / machine).rmdir()
+        _remove_cgroups(machine)
     log.info("removed %s", tmp)
 
 

@@ -1,0 +1,47 @@
+"""Fixtures for the scenario host: a booted systemd and the scenario stack installed in it.
+
+``container`` is tests/integration's session fixture, re-exported: the scenarios get their
+own container (one per conftest that defines it), so nothing they break reaches the
+integration tests.  ``installed_stack`` installs the stack once per naming (default, then
+renamed); ``stack`` resets it to healthy before and after each test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration import conftest as integration
+from tests.integration.container import BootedSystemd
+from tests.scenarios.stack import DEFAULT_STACK, RENAMED_STACK, Stack, install, reset, uninstall
+
+HERE = Path(__file__).resolve().parent
+#: The booted container: tests/integration's session fixture, registered here too.
+container = integration.container
+STACKS = {"default": DEFAULT_STACK, "renamed": RENAMED_STACK}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test collected below this directory with ``integration``."""
+    for item in items:
+        if Path(item.path).resolve().is_relative_to(HERE):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session", params=list(STACKS.values()), ids=list(STACKS))
+def installed_stack(request: pytest.FixtureRequest, container: BootedSystemd) -> Iterator[Stack]:
+    """The scenario stack installed and healthy, once under each naming; removed afterwards."""
+    stack: Stack = request.param
+    install(container, stack)
+    yield stack
+    uninstall(container, stack)
+
+
+@pytest.fixture
+def stack(container: BootedSystemd, installed_stack: Stack) -> Iterator[Stack]:
+    """The installed stack, reset to healthy before and after the test."""
+    reset(container, installed_stack)
+    yield installed_stack
+    reset(container, installed_stack)
