@@ -29,6 +29,8 @@ class Findings:
     status: dict[str, UnitStatus] = field(default_factory=dict)
     status_error: dict[str, str] = field(default_factory=dict)
     journal: dict[str, JournalTail] = field(default_factory=dict)
+    #: tail_journal(own_output_only=True): what the unit's own processes said.
+    own_journal: dict[str, JournalTail] = field(default_factory=dict)
     journal_error: dict[str, str] = field(default_factory=dict)
     health: dict[str, HealthResult] = field(default_factory=dict)
     health_error: dict[str, str] = field(default_factory=dict)
@@ -76,7 +78,11 @@ def read_findings(transcript: Transcript) -> Findings:
                     found.status_error[unit] = error
             elif action.tool == "tail_journal":
                 if error is None:
-                    found.journal[unit] = JournalTail.model_validate_json(turn.observation)
+                    tail = JournalTail.model_validate_json(turn.observation)
+                    if args.get("own_output_only"):
+                        found.own_journal[unit] = tail
+                    else:
+                        found.journal[unit] = tail
                 else:
                     found.journal_error[unit] = error
             elif action.tool == "http_get_health":

@@ -23,6 +23,7 @@ CauseKind = Literal[
 _SUCCESS = re.compile(r"^(?:Started|Reloaded|Finished) ")
 _RELOAD_FAILED = re.compile(r"^Reload failed for ")
 _START_LIMIT = re.compile(r"Start request repeated too quickly")
+_ATTEMPT_FAILED = re.compile(r"Main process exited|Failed with result")
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,41 @@ def start_limit_line(tail: JournalTail) -> JournalLine | None:
     """
     for line in episode(tail):
         if line.source == "systemd" and _START_LIMIT.search(line.message):
+            return line
+    return None
+
+
+def repeated_failure(tail: JournalTail) -> JournalLine | None:
+    """The service's own line that each of several failed attempts ended with, if any.
+
+    Only meaningful together with a start limit: a process that says the same thing every
+    time it is started and dies fails deterministically (a bad setting, a bad environment),
+    so another start would only say it again. Looks at the whole tail, not the episode:
+    each attempt is an episode of its own.
+    """
+    attempts: list[str] = []
+    last_own: str | None = None
+    newest: dict[str, JournalLine] = {}
+    for line in tail.lines:
+        if line.source == "systemd":
+            if _ATTEMPT_FAILED.search(line.message) and last_own is not None:
+                attempts.append(last_own)
+                last_own = None
+            continue
+        last_own = line.message
+        newest[line.message] = line
+    for message in reversed(attempts):
+        if attempts.count(message) >= 2:
+            return newest[message]
+    return None
+
+
+def repeated_own_line(tail: JournalTail) -> JournalLine | None:
+    """In a tail of the unit's own output: the newest line said more than once."""
+    own = [line for line in tail.lines if line.source != "systemd"]
+    messages = [line.message for line in own]
+    for line in reversed(own):
+        if messages.count(line.message) >= 2:
             return line
     return None
 

@@ -37,6 +37,8 @@ from diagnose_svc.policies.findings import Findings, call_key, read_findings
 from diagnose_svc.policies.journal_causes import (
     quote,
     reload_failure,
+    repeated_failure,
+    repeated_own_line,
     start_limit_line,
     unfixable_cause,
 )
@@ -46,6 +48,8 @@ from shared_schema.text import printable
 
 #: Journal lines asked for: one start attempt's story, within the observation limit.
 JOURNAL_LINES = 30
+#: The unit's own output asked for after a start limit: a few attempts' last words.
+OWN_LINES = 10
 #: Health targets probed per group (own, others), and hard dependencies followed.
 MAX_TARGETS = 2
 MAX_DEPENDENCIES = 2
@@ -197,6 +201,13 @@ class RunbookPolicy:
                 yield _status(dep, f"{unit} requires {dep}, which is not active")
                 yield _journal(dep, f"why is {dep} not active?")
             yield _journal(unit, f"why is {unit} {status.active_state}?")
+            tail = found.journal.get(unit)
+            if tail is not None and start_limit_line(tail) is not None:
+                yield Read(
+                    "tail_journal",
+                    {"unit": unit, "lines": OWN_LINES, "own_output_only": True},
+                    f"{unit} hit its start limit: what did each attempt say?",
+                )
 
     # -- what to do ----------------------------------------------------------------------
 
@@ -288,6 +299,22 @@ class RunbookPolicy:
                 "same way, so no plan is proposed."
             )
         limit_line = start_limit_line(tail) if tail is not None else None
+        # Rule: the start limit was hit because every attempt died saying the same thing:
+        # the failure is deterministic (a bad setting or environment), and another start
+        # would only repeat it. Quote the line; a human must fix what it names.
+        own = found.own_journal.get(unit)
+        repeated = repeated_failure(tail) if tail is not None else None
+        if repeated is None and own is not None:
+            repeated = repeated_own_line(own)
+        if limit_line is not None and repeated is not None:
+            return _note(
+                f"{unit} is {status.active_state} ({_failure(status)}, "
+                f"NRestarts={status.n_restarts}): systemd gave up restarting it "
+                f"({quote(limit_line)}), and each attempt died with the same error: "
+                f"{quote(repeated)}. Restarting cannot help until what that line names is "
+                f"fixed (the unit's environment, drop-ins or configuration: systemctl cat "
+                f"{unit}); then run systemctl reset-failed {unit} and start it."
+            )
         # Rule: the start limit was hit and nothing in the journal says the cause
         # remains: clear the failed state (which resets the limit), then start.
         if status.result == "start-limit-hit" or limit_line is not None:

@@ -37,6 +37,7 @@ class JournalArgs(ToolArgs):
     unit: UnitName
     lines: Annotated[int, Field(ge=1, le=JOURNAL_MAX_LINES)] = JOURNAL_DEFAULT_LINES
     since: Annotated[str, Field(max_length=40)] | None = None
+    own_output_only: bool = False
 
     @field_validator("since")
     @classmethod
@@ -167,9 +168,10 @@ def tail_journal(args: JournalArgs, context: ToolContext) -> JournalTail:
 
     lines: how many to read (1-200, default 50). since: only lines after this moment,
     an age such as "10min", "30s", "2h", "1d" or an ISO time (UTC unless it has an
-    offset). Each line has time (UTC), priority, source and message (cut to 500
-    characters); when they do not all fit, the oldest are left out and counted in
-    omitted.
+    offset). own_output_only: only what the unit's own processes logged, without
+    systemd's messages about it (to see what each of several attempts said). Each line
+    has time (UTC), priority, source and message (cut to 500 characters); when they do
+    not all fit, the oldest are left out and counted in omitted.
     """
     cutoff = since_cutoff(args.since, datetime.now(UTC)) if args.since else None
     try:
@@ -181,7 +183,10 @@ def tail_journal(args: JournalArgs, context: ToolContext) -> JournalTail:
         ) from exc
     newest_first: list[JournalLine] = []
     try:
-        _add_unit_matches(reader, args.unit)
+        if args.own_output_only:
+            reader.add_match(_SYSTEMD_UNIT=args.unit)
+        else:
+            _add_unit_matches(reader, args.unit)
         reader.seek_tail()
         while len(newest_first) < args.lines:
             entry = reader.get_previous()

@@ -127,6 +127,7 @@ def test_journal_lines_are_bounded() -> None:
         "unit": "a.service",
         "lines": 50,
         "since": None,
+        "own_output_only": False,
     }
     for bad in ({"lines": 201}, {"lines": 0}, {"since": "yesterday"}, {"since": "99d"}):
         with pytest.raises(ToolError):

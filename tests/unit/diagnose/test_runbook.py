@@ -124,6 +124,21 @@ def test_start_limit_seen_only_in_the_journal_also_resets() -> None:
     assert [step[0] for step in steps_of(verdict)] == ["reset_failed_unit", "start_unit"]
 
 
+def test_crash_loop_whose_attempts_all_die_the_same_way_gives_a_note() -> None:
+    """The start limit was hit and every attempt's own last words were the same error (a
+    bad environment): another start would only repeat it, so a note quotes that line and
+    no plan is proposed (seen on systemd 252 with a broken APP_MODE drop-in)."""
+    error = "badconf: invalid APP_MODE='broken': expected one of prod, dev"
+    journal = [row for row in recorded.BADCONF_JOURNAL if "[emerg]" not in row[3]]
+    journal[-3:-3] = [
+        (f"2026-11-29T21:44:38.9{i:05d}Z", "err", "badconf", error) for i in range(3)
+    ]
+    verdict, _ = diagnose(RecordedHost().add(recorded.BADCONF_SHOW, journal), "badconf.service")
+    text = note_of(verdict)
+    assert "invalid APP_MODE='broken'" in text
+    assert "Restarting cannot help" in text
+
+
 def test_masked_unit_gives_a_note() -> None:
     """A masked unit: a note saying a human must unmask it; no plan."""
     text = note_of(diagnose(RecordedHost().add(recorded.MASKED_SHOW), "cron.service")[0])
