@@ -12,18 +12,9 @@ from typing import Any
 
 OPSBOT_USERS = ("opsbot-executor", "opsbot-diagnose")
 FIELDS_SHOWN = (
-    "STATE",
-    "STEP",
-    "ARGV",
-    "EXIT_STATUS",
-    "OUTCOME",
-    "REASON",
-    "APPROVER",
-    "GOAL",
-    "ERROR",
-    "DUPLICATE",
-    "RUN_ID",
-    "EXPIRES_AT",
+    "STATE", "STEP", "DECIDED_BY", "ACTION", "TOOL", "ARGV", "EXIT_STATUS", "OUTCOME",
+    "REASON", "APPROVER", "GOAL", "UNIT", "SYMPTOM", "KIND", "ENDED_BY", "ERROR",
+    "DUPLICATE", "RUN_ID", "EXPIRES_AT",
 )
 
 
@@ -61,30 +52,52 @@ def trusted(entry: dict[str, Any], opsbot_uids: set[int]) -> bool:
     return uid in opsbot_uids and unit.startswith("opsbot-")
 
 
-def read_story(plan_id: str) -> tuple[list[AuditEntry], int]:
-    """Trusted entries for ``plan_id``, oldest first, and how many were ignored."""
+def _matching(field: str, value: str, uids: set[int]) -> tuple[list[dict[str, Any]], int]:
+    """Entries with ``field=value``: the trusted ones, and how many were not."""
     from systemd import journal
 
-    uids = _opsbot_uids()
     reader = journal.Reader()
     try:
-        reader.add_match(PLAN_ID=plan_id)
-        entries: list[AuditEntry] = []
+        reader.add_match(**{field: value})
+        kept: list[dict[str, Any]] = []
         ignored = 0
         for raw in reader:
-            if not trusted(raw, uids):
+            if trusted(raw, uids):
+                kept.append(raw)
+            else:
                 ignored += 1
-                continue
-            unit = str(raw.get("_SYSTEMD_UNIT") or raw.get("SYSLOG_IDENTIFIER") or "?")
-            user = "root" if raw.get("_UID") == 0 else str(raw.get("_UID"))
-            entries.append(
-                AuditEntry(
-                    time=raw["__REALTIME_TIMESTAMP"],
-                    source=f"{unit} (uid {user})",
-                    event=str(raw.get("EVENT", raw.get("MESSAGE", ""))),
-                    fields={k: str(raw[k]) for k in FIELDS_SHOWN if k in raw},
-                )
-            )
+        return kept, ignored
     finally:
         reader.close()
+
+
+def read_story(plan_id: str) -> tuple[list[AuditEntry], int]:
+    """Trusted entries for ``plan_id``, oldest first, and how many were ignored.
+
+    The story starts with the diagnosis that proposed the plan: its run id, recorded in
+    trusted entries when the plan was accepted, brings in every step of that run.
+    """
+    uids = _opsbot_uids()
+    raws, ignored = _matching("PLAN_ID", plan_id, uids)
+    for run_id in sorted({str(r["RUN_ID"]) for r in raws if r.get("RUN_ID")}):
+        more, more_ignored = _matching("RUN_ID", run_id, uids)
+        raws += more
+        ignored += more_ignored
+    seen: set[str] = set()
+    entries: list[AuditEntry] = []
+    for raw in sorted(raws, key=lambda r: r["__REALTIME_TIMESTAMP"]):
+        cursor = str(raw["__CURSOR"])
+        if cursor in seen:
+            continue
+        seen.add(cursor)
+        unit = str(raw.get("_SYSTEMD_UNIT") or raw.get("SYSLOG_IDENTIFIER") or "?")
+        user = "root" if raw.get("_UID") == 0 else str(raw.get("_UID"))
+        entries.append(
+            AuditEntry(
+                time=raw["__REALTIME_TIMESTAMP"],
+                source=f"{unit} (uid {user})",
+                event=str(raw.get("EVENT", raw.get("MESSAGE", ""))),
+                fields={k: str(raw[k]) for k in FIELDS_SHOWN if k in raw},
+            )
+        )
     return entries, ignored

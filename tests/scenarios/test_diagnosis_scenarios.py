@@ -177,8 +177,8 @@ def test_scenario(configured: tuple[BootedSystemd, Stack, str], scenario: int) -
 
     audit = json.loads(_cli(ct, "audit", plan_id, "--json").stdout)
     events = [e["event"] for e in audit["entries"]]
-    assert events[0] == "diagnose.finished" or "diagnose.finished" in events, events
-    for needed in ("plan.accepted", "plan.approved", "approval.consumed", "step.finished",
+    assert events[0] == "diagnose.started", events  # the story starts with the diagnosis
+    for needed in ("diagnose.step", "diagnose.finished", "plan.accepted", "plan.approved", "approval.consumed", "step.finished",
                    "plan.applied"):
         assert needed in events, f"{needed} missing from opsbot audit: {events}"
     last_steps = [e for e in audit["entries"] if e["event"] == "step.finished"]
