@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 
@@ -60,6 +61,16 @@ def test_approved_plan_is_applied_by_the_path_unit_and_audited(opsbot: BootedSys
     opsbot.run(["opsbot", "approve", plan_id])
     assert wait_state(opsbot, plan_id, {"APPLIED", "FAILED", "STALE"}) == "APPLIED"
     assert invocation(opsbot, "demo-web.service") != before
+
+    # The approval file stays where root wrote it, consumed: the path unit, which
+    # re-checks its condition after each apply, must not start apply again and again.
+    def apply_runs() -> int:
+        log = opsbot.journal("-u", "opsbot-apply.service", "-o", "cat", "--since", "-2min")
+        return log.count("Starting opsbot-apply.service")
+
+    settled = apply_runs()
+    time.sleep(4)
+    assert apply_runs() - settled <= 1  # at most one timer tick in 4 s, never a loop
 
     story = opsbot.journal("-o", "json", f"PLAN_ID={plan_id}")
     events = [json.loads(line).get("EVENT") for line in story.splitlines()]
