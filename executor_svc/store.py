@@ -130,6 +130,8 @@ class PlanStore:
         self.consumed = state_dir / "consumed"
         self._lock = threading.Lock()
         self._open_by_sha: dict[str, str] | None = None
+        #: Plans being written now, by fingerprint; set when the write is over.
+        self._writing: dict[str, threading.Event] = {}
 
     # -- setup ------------------------------------------------------------------------
 
@@ -200,16 +202,26 @@ class PlanStore:
         """
         canonical = plan.canonical()
         sha = sha256_hex(canonical)
-        with self._lock:
-            index = self._index()
-            existing = index.get(sha)
-            if existing is not None:
-                try:
-                    if not self.status(existing).state.is_final:
-                        return existing, sha, True
-                except (StoreError, PlanNotFound):
-                    pass
-                del index[sha]
+        while True:
+            with self._lock:
+                index = self._index()
+                existing = index.get(sha)
+                if existing is not None:
+                    try:
+                        if not self.status(existing).state.is_final:
+                            return existing, sha, True
+                    except (StoreError, PlanNotFound):
+                        pass
+                    del index[sha]
+                writing = self._writing.get(sha)
+                if writing is None:
+                    mine = self._writing[sha] = threading.Event()
+                    break
+            # The same plan is being written by another thread: its id is the answer.
+            writing.wait()
+        # The write (two fsyncs) runs outside the lock, so that different plans are made
+        # durable concurrently; the same plan is written once (the event above).
+        try:
             for _ in range(5):
                 plan_id = new_plan_id(now)
                 record = PlanRecord(
@@ -224,9 +236,14 @@ class PlanStore:
                     write_atomic(self._plan_path(plan_id), data, exclusive=True)
                 except FileExistsError:
                     continue
-                index[sha] = plan_id
+                with self._lock:
+                    index[sha] = plan_id
                 return plan_id, sha, False
-        raise StoreError("could not allocate a unique plan id")
+            raise StoreError("could not allocate a unique plan id")
+        finally:
+            with self._lock:
+                del self._writing[sha]
+            mine.set()
 
     def load(self, plan_id: str) -> PlanRecord:
         path = self._plan_path(plan_id)

@@ -292,3 +292,51 @@ def test_a_full_disk_is_a_store_error_and_stored_plans_stay_intact(tiny_state_di
     plan_id, _, duplicate = store.add(plan_of(step("restart_unit", "app.service")), DIAGNOSE, NOW)
     assert not duplicate
     assert sorted(store.ids()) == sorted([before.plan_id, plan_id])
+
+
+def test_the_same_plan_submitted_at_once_by_many_clients_is_stored_once(
+    store: PlanStore,
+) -> None:
+    """Sixteen threads submit one plan at the same moment: exactly one record is written,
+    and every caller gets its id (all but one with duplicate=True)."""
+    plan = plan_of(step("restart_unit", "app.service"))
+    barrier = threading.Barrier(16)
+    results: list[tuple[str, str, bool]] = []
+    lock = threading.Lock()
+
+    def submit() -> None:
+        barrier.wait()
+        outcome = store.add(plan, DIAGNOSE, NOW)
+        with lock:
+            results.append(outcome)
+
+    threads = [threading.Thread(target=submit) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len({plan_id for plan_id, _, _ in results}) == 1
+    assert sorted(duplicate for _, _, duplicate in results) == [False] + [True] * 15
+    assert len(store.ids()) == 1
+
+
+def test_different_plans_submitted_at_once_are_all_stored(store: PlanStore) -> None:
+    """Sixteen different plans at the same moment: sixteen ids, sixteen records."""
+    plans = [plan_of(step("restart_unit", f"app{i}.service")) for i in range(16)]
+    barrier = threading.Barrier(16)
+    ids: list[str] = []
+    lock = threading.Lock()
+
+    def submit(index: int) -> None:
+        barrier.wait()
+        plan_id, _, duplicate = store.add(plans[index], DIAGNOSE, NOW)
+        assert not duplicate
+        with lock:
+            ids.append(plan_id)
+
+    threads = [threading.Thread(target=submit, args=(i,)) for i in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(ids)) == 16 and sorted(store.ids()) == sorted(ids)

@@ -1,0 +1,114 @@
+"""Apply vs Ansible: restart three running units with an approved opsbot plan, with
+ansible-playbook, and with a bare ``systemctl restart`` loop (the floor).
+
+    sudo /opt/opsbot/venv/bin/python -m bench.apply_vs_ansible [--runs N] [--quick]
+
+In a booted container with three ``sleep infinity`` services and opsbot installed
+(opsbot-apply.path and .timer stopped so they do not race): each opsbot run submits a new
+plan over the socket as opsbot-diagnose, approves it with ``opsbot approve``, and times
+only ``opsbot apply``. Ansible is ansible-core from PyPI in its own venv,
+/opt/opsbot-bench/ansible-venv, installed on the host (so the container sees it) on the
+first run: ``connection: local``, ``gather_facts: false``, three
+``ansible.builtin.systemd_service`` restarts. The floor is
+``bash -c 'for u in A B C; do systemctl restart $u; done'``. Runs are interleaved
+(rotating order), one warm-up round is not counted; medians and ratios are reported.
+
+Targets (issue): opsbot <= 0.12 x Ansible and <= 3 x the bare floor.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from bench._common import (
+    Figure,
+    Report,
+    booted,
+    inside,
+    install_opsbot,
+    median,
+    ms,
+    parser,
+    ratio,
+    setup_logging,
+    summary,
+)
+
+ANSIBLE_VENV = Path("/opt/opsbot-bench/ansible-venv")
+ANSIBLE_PLAYBOOK = ANSIBLE_VENV / "bin" / "ansible-playbook"
+UNITS = ["bench-a.service", "bench-b.service", "bench-c.service"]
+CONFIG = """\
+[executor]
+step_timeout_seconds = 30
+
+[executor.allow]
+restart_unit = ["bench-a.service", "bench-b.service", "bench-c.service"]
+"""
+
+
+def ensure_ansible() -> None:
+    """ansible-core in its own venv on the host (before the container boots: the overlay's
+    lower layer is the host's /, which must not change under a mounted overlay)."""
+    if ANSIBLE_PLAYBOOK.exists():
+        return
+    print(f"installing ansible-core into {ANSIBLE_VENV} (once)")
+    ANSIBLE_VENV.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["/usr/bin/python3", "-m", "venv", str(ANSIBLE_VENV)], check=True)
+    subprocess.run(
+        [str(ANSIBLE_VENV / "bin" / "pip"), "install", "--quiet", "ansible-core"], check=True
+    )
+
+
+def main() -> int:
+    p = parser(__doc__.splitlines()[0])
+    p.add_argument("--runs", type=int, default=None, help="timed runs per method (default 15)")
+    args = p.parse_args()
+    setup_logging(args.verbose)
+    runs = args.runs or (3 if args.quick else 15)
+    ensure_ansible()
+    report = Report("apply_vs_ansible", "Apply vs Ansible: restart three running units")
+    with booted() as ct:
+        install_opsbot(ct, CONFIG, UNITS)
+        ct.systemctl("stop", "opsbot-apply.path", "opsbot-apply.timer")
+        result = inside(
+            ct, "apply_runs.py", "--runs", str(runs), "--ansible", str(ANSIBLE_PLAYBOOK), *UNITS
+        )
+    t = {name: ms(values) for name, values in result["times"].items()}
+    opsbot, ansible, floor = median(t["opsbot_apply"]), median(t["ansible"]), median(t["bare_loop"])
+    service = median(t["opsbot_apply_service"])
+    report.add(Figure("opsbot apply (3 restarts)", opsbot, "ms", ansible, "ansible-playbook",
+                      ratio(opsbot, ansible), "<= 0.12", ratio(opsbot, ansible) <= 0.12))
+    report.add(Figure("opsbot apply (3 restarts)", opsbot, "ms", floor, "bare loop",
+                      ratio(opsbot, floor), "<= 3", ratio(opsbot, floor) <= 3))
+    report.add(Figure("opsbot-apply.service (timer's path)", service, "ms", ansible,
+                      "ansible-playbook", ratio(service, ansible), "(info)"))
+    report.add(Figure("opsbot-apply.service (timer's path)", service, "ms", floor, "bare loop",
+                      ratio(service, floor), "(info)"))
+    report.add(Figure("ansible-playbook (3 restarts)", ansible, "ms"))
+    report.add(Figure("bare systemctl loop (floor)", floor, "ms"))
+    for name, label in (
+        ("python_startup", "python -c pass"),
+        ("import_opsbot_cli", "python -c 'import executor_svc.cli'"),
+        ("opsbot_apply_nothing_open", "opsbot apply, nothing to apply"),
+    ):
+        report.add(Figure(label, median(t[name]), "ms", note="where opsbot's time goes"))
+    report.raw = {
+        "runs": runs,
+        "units": UNITS,
+        "ms": {name: summary(values) for name, values in t.items()},
+        "samples_ms": t,
+        "problems": result["problems"],
+        "plans_in_store_at_end": result["plans_in_store"],
+        "ansible_version": result["ansible_version"],
+    }
+    report.note(f"{runs} timed runs per method, interleaved, after one warm-up round; "
+                f"{result['ansible_version']}")
+    for problem in result["problems"]:
+        report.note(f"PROBLEM: {problem}")
+    report.finish()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
