@@ -476,6 +476,11 @@ class _Run:
                 tool=action.tool if isinstance(action, CallTool) else None,
                 args_sha256=digest,
                 result_excerpt=observation[:EVENT_EXCERPT_LIMIT],
+                summary=(
+                    self.evidence[-1].summary
+                    if self.evidence and self.evidence[-1].step == self.step
+                    else observation[:200]
+                ),
                 tokens=step_tokens,
                 redactions=redactions,
             )

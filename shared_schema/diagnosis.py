@@ -101,6 +101,8 @@ class StepEvent(Model):
     tool: str | None = None
     args_sha256: str | None = None
     result_excerpt: str
+    #: One line on what the step found, for a person (already redacted).
+    summary: str = ""
     tokens: int
     redactions: int
 
