@@ -296,8 +296,12 @@ def cmd_audit(args: argparse.Namespace, paths: Paths) -> int:
             hint="reading the journal needs root or group systemd-journal",
         )
     for e in entries:
+        # A root-run service may log PLAN_ID= too; what it wrote is shown, never obeyed.
         details = " ".join(f"{k.lower()}={printable(v)}" for k, v in e.fields.items())
-        _out(f"{e.time.astimezone():%Y-%m-%d %H:%M:%S}  {e.event:<18} {details}  [{e.source}]")
+        _out(
+            f"{e.time.astimezone():%Y-%m-%d %H:%M:%S}  {printable(e.event):<18} {details}  "
+            f"[{printable(e.source)}]"
+        )
     if ignored:
         _out(f"({ignored} entries naming this plan were ignored: not written by opsbot)")
     return 0
@@ -326,12 +330,14 @@ def _print_event(item: StartedEvent | StepEvent | FinishedEvent) -> None:
             f"at most {item.max_steps} steps)"
         )
     elif isinstance(item, StepEvent):
-        what = item.tool or item.action
+        # The tool is whatever name the model asked for, and a model reads text anyone
+        # can write to the journal: shown through printable(), like the excerpt.
+        what = printable(item.tool or item.action)
         tokens = f", {item.tokens} tokens" if item.tokens else ""
         redacted = f", {item.redactions} redacted" if item.redactions else ""
         _out(f"  step {item.step} [{item.decided_by}] {what}{tokens}{redacted}")
-        excerpt = printable(item.result_excerpt.replace("\n", " "))
-        _out(f"      {excerpt[:160]}")
+        found = printable((item.summary or item.result_excerpt).replace("\n", " "))
+        _out(f"      {found[:200]}")
 
 
 def cmd_diagnose(args: argparse.Namespace, paths: Paths) -> int:

@@ -8,7 +8,6 @@ from pydantic import ValidationError
 
 from executor_svc.errors import ExecutorError
 from shared_schema import (
-    MAX_MESSAGE_BYTES,
     WireError,
     decode_json_object,
     encode_message,
@@ -24,7 +23,7 @@ from shared_schema.diagnosis import (
     StepEvent,
     VerdictMessage,
 )
-from shared_schema.wire import Accept, PlanDetail, PlanList, Reject, Revise
+from shared_schema.wire import MAX_REPLY_BYTES, Accept, PlanDetail, PlanList, Reject, Revise
 
 
 def _connect_error(path: Path, exc: OSError, unit: str) -> ExecutorError:
@@ -85,7 +84,7 @@ def request(
                 if not chunk:
                     break
                 buffer += chunk
-                if len(buffer) > 16 * MAX_MESSAGE_BYTES:
+                if len(buffer) > MAX_REPLY_BYTES:
                     raise ExecutorError("the executor's reply is too large")
     except OSError as exc:
         raise _connect_error(path, exc, "opsbot-executor.socket") from exc

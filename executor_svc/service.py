@@ -20,6 +20,7 @@ from executor_svc.store import PlanStore
 from shared_schema import (
     Accept,
     ExecutorPolicy,
+    FieldError,
     ListPlans,
     Plan,
     PlanDetail,
@@ -35,6 +36,28 @@ from shared_schema import (
 log = structlog.get_logger("opsbot.executor")
 
 Reply = Accept | Revise | Reject | PlanDetail | PlanList
+
+# A REVISE answers a request of at most 64 KiB and must itself fit in one reply line of
+# 64 KiB (shared_schema.parse_reply): a plan with thousands of unknown keys, or one 60 KB
+# key, would otherwise be answered with hundreds of kilobytes no client can read.
+MAX_REVISE_ERRORS = 20
+MAX_FIELD_TEXT = 200
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_FIELD_TEXT else text[: MAX_FIELD_TEXT - 3] + "..."
+
+
+def bounded_revise(errors: list[FieldError]) -> Revise:
+    """REVISE with the first MAX_REVISE_ERRORS errors, each cut to MAX_FIELD_TEXT
+    characters, and a last one saying how many more there were."""
+    shown = [FieldError(path=_cut(e.path), message=_cut(e.message)) for e in errors]
+    if len(shown) > MAX_REVISE_ERRORS:
+        more = len(shown) - MAX_REVISE_ERRORS
+        shown = shown[:MAX_REVISE_ERRORS] + [
+            FieldError(path="", message=f"... and {more} more errors")
+        ]
+    return Revise(errors=shown)
 
 
 def summary(record: PlanRecord, status: StatusRecord, plan: Plan | None) -> PlanSummary:
@@ -84,12 +107,14 @@ class ExecutorService:
         with bind(run_id=request.run_id, peer_uid=peer.uid, peer_pid=peer.pid):
             parsed = parse_plan(request.plan)
             if not isinstance(parsed, Plan):
-                log.info("plan.revise", errors=len(parsed), first=str(parsed[0]))
-                return Revise(errors=parsed)
+                revise = bounded_revise(parsed)
+                log.info("plan.revise", errors=len(parsed), first=str(revise.errors[0]))
+                return revise
             errors = policy_errors(parsed, self.policy)
             if errors:
-                log.info("plan.revise", errors=len(errors), first=str(errors[0]))
-                return Revise(errors=errors)
+                revise = bounded_revise(errors)
+                log.info("plan.revise", errors=len(errors), first=str(revise.errors[0]))
+                return revise
             provenance = Provenance(
                 uid=peer.uid,
                 user=peer.user,

@@ -22,6 +22,9 @@ from shared_schema.units import PlanId, Sha256Hex
 
 PROTOCOL_VERSION: Final = 1
 MAX_MESSAGE_BYTES = 64 * 1024
+# A reply may be far larger than a request: PLANS lists every stored plan (some 350 bytes
+# each), so 64 KiB would stop `opsbot plans` at about 190 plans.
+MAX_REPLY_BYTES = 16 * 1024 * 1024
 MAX_NESTING = 32
 
 RunId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
@@ -175,10 +178,12 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def decode_json_object(line: bytes) -> dict[str, Any]:
-    """Decode one message: UTF-8 JSON object, no duplicate keys, bounded size and depth."""
-    if len(line) > MAX_MESSAGE_BYTES:
-        raise WireError(f"message is larger than {MAX_MESSAGE_BYTES} bytes")
+def decode_json_object(line: bytes, limit: int = MAX_MESSAGE_BYTES) -> dict[str, Any]:
+    """Decode one message: UTF-8 JSON object, no duplicate keys, bounded size and depth.
+
+    ``limit``: the most bytes accepted (a request's 64 KiB unless a reply is read)."""
+    if len(line) > limit:
+        raise WireError(f"message is larger than {limit} bytes")
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -234,7 +239,7 @@ def parse_request(obj: dict[str, Any]) -> SubmitPlan | ListPlans | ShowPlan:
 
 def parse_reply(line: bytes) -> Accept | Revise | Reject | PlanDetail | PlanList:
     """Validate one reply line from the executor."""
-    obj = decode_json_object(line)
+    obj = decode_json_object(line, MAX_REPLY_BYTES)
     _check_version(obj)
     try:
         return _REPLY.validate_python(obj)

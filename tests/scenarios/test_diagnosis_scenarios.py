@@ -25,8 +25,17 @@ from tests.scenarios.report import RECORDS, ScenarioRecord
 from tests.scenarios.stack import DEFAULT_STACK, Stack, reset, wait_healthy
 
 #: Which unit the operator asks about in each scenario (what they would type).
-TARGET = {1: "app", 2: "proxy", 3: "app", 4: "proxy", 5: "app", 6: "app", 7: "app", 8: "app",
-          9: "proxy"}
+TARGET = {
+    1: "app",
+    2: "proxy",
+    3: "app",
+    4: "proxy",
+    5: "app",
+    6: "app",
+    7: "app",
+    8: "app",
+    9: "proxy",
+}
 HEALTH_HOLD_SECONDS = 6.0
 LLM_PORT = 18080
 OPENAI_DROPIN = f"""\
@@ -43,8 +52,7 @@ def _cli(ct: BootedSystemd, *args: str, check: bool = True) -> Any:
 @pytest.fixture(scope="session")
 def opsbot_installed(container: BootedSystemd) -> BootedSystemd:
     """opsbot installed in the scenario container as an operator would, sockets enabled."""
-    container.run(["bash", f"{REPO}/packaging/install.sh", "--offline", "--enable"],
-                  timeout=300)
+    container.run(["bash", f"{REPO}/packaging/install.sh", "--offline", "--enable"], timeout=300)
     container.write_file("/etc/opsbot/llm_api_key", "sk-scenario-key\n", mode=0o600)
     return container
 
@@ -70,8 +78,9 @@ def policy(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def configured(opsbot_installed: BootedSystemd, installed_stack: Stack, policy: str
-               ) -> Iterator[tuple[BootedSystemd, Stack, str]]:
+def configured(
+    opsbot_installed: BootedSystemd, installed_stack: Stack, policy: str
+) -> Iterator[tuple[BootedSystemd, Stack, str]]:
     """opsbot configured for this stack and policy, stack healthy, no plan left open."""
     _configure(opsbot_installed, installed_stack, policy)
     yield opsbot_installed, installed_stack, policy
@@ -95,9 +104,13 @@ def _script_for(fault: Fault, unit: str) -> dict[str, Any]:
     for u in dict.fromkeys(units):
         turns.append({"tool": "read_unit_status", "arguments": {"unit": u}})
     if fault.expected_kind == "plan":
-        plan = {"goal": f"scripted answer to scenario {fault.scenario}",
-                "steps": [{"tool": s.tools[0], "args": {"unit": s.unit},
-                           "reason": "scripted"} for s in fault.expected_steps]}
+        plan = {
+            "goal": f"scripted answer to scenario {fault.scenario}",
+            "steps": [
+                {"tool": s.tools[0], "args": {"unit": s.unit}, "reason": "scripted"}
+                for s in fault.expected_steps
+            ],
+        }
         turns.append({"tool": "submit_plan", "arguments": {"plan": plan}})
     else:
         text = "No restart: " + "; ".join(fault.note_must_contain or ("no change warranted",))
@@ -109,11 +122,27 @@ def _start_scripted_model(ct: BootedSystemd, script: dict[str, Any]) -> None:
     ct.systemctl("stop", "scripted-llm.service", check=False)
     ct.systemctl("reset-failed", "scripted-llm.service", check=False)
     ct.write_file("/srv/llm/script.json", json.dumps(script))
-    ct.run(["systemd-run", "--unit=scripted-llm", "-p", f"Environment=PYTHONPATH={REPO}",
-            PYTHON, "-m", "tests.support.scripted_openai", "--script", "/srv/llm/script.json",
-            "--port", str(LLM_PORT)])
-    ct.wait_for(lambda: http_probe(ct, f"http://127.0.0.1:{LLM_PORT}/v1/models").status == 200,
-                timeout=20, interval=0.2, what="scripted model listening")
+    ct.run(
+        [
+            "systemd-run",
+            "--unit=scripted-llm",
+            "-p",
+            f"Environment=PYTHONPATH={REPO}",
+            PYTHON,
+            "-m",
+            "tests.support.scripted_openai",
+            "--script",
+            "/srv/llm/script.json",
+            "--port",
+            str(LLM_PORT),
+        ]
+    )
+    ct.wait_for(
+        lambda: http_probe(ct, f"http://127.0.0.1:{LLM_PORT}/v1/models").status == 200,
+        timeout=20,
+        interval=0.2,
+        what="scripted model listening",
+    )
 
 
 def _diagnose(ct: BootedSystemd, unit: str, symptom: str) -> tuple[dict[str, Any], float]:
@@ -152,10 +181,19 @@ def test_scenario(configured: tuple[BootedSystemd, Stack, str], scenario: int) -
         problems = fault.note_problems(verdict["text"])
     harm = fault.harm_in(steps)
     record = ScenarioRecord(
-        policy=policy, stack=_stack_name(stack), scenario=scenario, name=fault.name, unit=unit,
-        verdict=verdict["kind"], expected=fault.expected_kind, matches=not problems,
-        harmful=bool(harm), steps_used=verdict["steps_used"], tokens=verdict["tokens"],
-        seconds_to_verdict=round(seconds, 2), plan_steps=[f"{t} {u}" for t, u in steps],
+        policy=policy,
+        stack=_stack_name(stack),
+        scenario=scenario,
+        name=fault.name,
+        unit=unit,
+        verdict=verdict["kind"],
+        expected=fault.expected_kind,
+        matches=not problems,
+        harmful=bool(harm),
+        steps_used=verdict["steps_used"],
+        tokens=verdict["tokens"],
+        seconds_to_verdict=round(seconds, 2),
+        plan_steps=[f"{t} {u}" for t, u in steps],
         problems=problems,
     )
     RECORDS.append(record)
@@ -167,9 +205,15 @@ def test_scenario(configured: tuple[BootedSystemd, Stack, str], scenario: int) -
     plan_id = verdict["plan_id"]
     _cli(ct, "approve", plan_id)
     state = ct.wait_for(
-        lambda: (s := json.loads(_cli(ct, "show", plan_id, "--json").stdout)["summary"]["state"])
-        in ("APPLIED", "FAILED", "STALE", "EXPIRED") and s,
-        timeout=90, interval=0.5, what=f"plan {plan_id} applied")
+        lambda: (
+            (s := json.loads(_cli(ct, "show", plan_id, "--json").stdout)["summary"]["state"])
+            in ("APPLIED", "FAILED", "STALE", "EXPIRED")
+            and s
+        ),
+        timeout=90,
+        interval=0.5,
+        what=f"plan {plan_id} applied",
+    )
     record.applied = state
     assert state == "APPLIED", _cli(ct, "show", plan_id).stdout
     wait_healthy(ct, stack)
@@ -178,15 +222,23 @@ def test_scenario(configured: tuple[BootedSystemd, Stack, str], scenario: int) -
     audit = json.loads(_cli(ct, "audit", plan_id, "--json").stdout)
     events = [e["event"] for e in audit["entries"]]
     assert events[0] == "diagnose.started", events  # the story starts with the diagnosis
-    for needed in ("diagnose.step", "diagnose.finished", "plan.accepted", "plan.approved", "approval.consumed", "step.finished",
-                   "plan.applied"):
+    for needed in (
+        "diagnose.step",
+        "diagnose.finished",
+        "plan.accepted",
+        "plan.approved",
+        "approval.consumed",
+        "step.finished",
+        "plan.applied",
+    ):
         assert needed in events, f"{needed} missing from opsbot audit: {events}"
     last_steps = [e for e in audit["entries"] if e["event"] == "step.finished"]
     assert len(last_steps) == len(verdict["plan"]["steps"])
 
 
 def test_plan_for_a_fault_that_healed_meanwhile_is_stale(
-        configured: tuple[BootedSystemd, Stack, str]) -> None:
+    configured: tuple[BootedSystemd, Stack, str],
+) -> None:
     """The app is killed and diagnosed; before approval someone starts it by hand. The
     approved plan's precondition no longer holds: STALE, and nothing runs."""
     ct, stack, policy = configured
@@ -200,8 +252,18 @@ def test_plan_for_a_fault_that_healed_meanwhile_is_stale(
     healed = ct.systemctl("show", "-P", "InvocationID", stack.app_unit).stdout.strip()
     _cli(ct, "approve", verdict["plan_id"])
     state = ct.wait_for(
-        lambda: (s := json.loads(_cli(ct, "show", verdict["plan_id"], "--json").stdout)
-                 ["summary"]["state"]) in ("APPLIED", "FAILED", "STALE") and s,
-        timeout=60, interval=0.5, what="plan settled")
+        lambda: (
+            (
+                s := json.loads(_cli(ct, "show", verdict["plan_id"], "--json").stdout)["summary"][
+                    "state"
+                ]
+            )
+            in ("APPLIED", "FAILED", "STALE")
+            and s
+        ),
+        timeout=60,
+        interval=0.5,
+        what="plan settled",
+    )
     assert state == "STALE"
     assert ct.systemctl("show", "-P", "InvocationID", stack.app_unit).stdout.strip() == healed

@@ -1,0 +1,135 @@
+"""Verbs the container attacks share: propose and approve a plan, apply by hand, read a
+plan's state and reason, read the journal from a cursor, and check the store holds
+nothing the policy does not allow."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+from tests.integration.conftest import PYTHON
+from tests.integration.container import BootedSystemd
+from tests.integration.helpers import invocation, restart_plan, submit
+from tests.integration.helpers import opsbot as cli
+
+APPROVALS = "/var/lib/opsbot-approvals"
+STATE = "/var/lib/opsbot"
+CONFIG = "/etc/opsbot/opsbot.toml"
+UNIT_STARTED = "39f53479d3a045ac8e11786248231fbf"  # systemd's "Started unit" message id
+
+__all__ = ["cli", "invocation"]
+
+
+def propose(ct: BootedSystemd, unit: str, label: str, **expect: Any) -> str:
+    """Submit (as the diagnose user) a restart of ``unit`` with a goal of its own; the id."""
+    goal = f"attack: {label} {secrets.token_hex(3)}"
+    reply = submit(ct, restart_plan(unit, goal=goal, **expect))
+    assert reply["verdict"] == "ACCEPT" and not reply["duplicate"], reply
+    return str(reply["plan_id"])
+
+
+def approved(ct: BootedSystemd, unit: str, label: str, *ttl: str) -> str:
+    plan_id = propose(ct, unit, label)
+    cli(ct, "approve", plan_id, *(("--ttl", *ttl) if ttl else ()))
+    return plan_id
+
+
+def approval_path(plan_id: str) -> str:
+    return f"{APPROVALS}/{plan_id}.approval"
+
+
+def apply_now(ct: BootedSystemd) -> None:
+    """Run opsbot-apply.service once, as the timer or the path unit would, and wait."""
+    ct.systemctl("reset-failed", "opsbot-apply.service", check=False)
+    ct.systemctl("start", "opsbot-apply.service")
+
+
+def detail(ct: BootedSystemd, plan_id: str) -> dict[str, Any]:
+    shown = cli(ct, "show", plan_id, "--json")
+    value: dict[str, Any] = json.loads(shown.stdout)
+    return value
+
+
+def state_and_reason(ct: BootedSystemd, plan_id: str) -> tuple[str, str]:
+    summary = detail(ct, plan_id)["summary"]
+    return str(summary["state"]), str(summary["reason"])
+
+
+def cursor(ct: BootedSystemd) -> str:
+    out = ct.run(["journalctl", "-n", "0", "--show-cursor", "--quiet"]).stdout
+    for line in out.splitlines():
+        if line.startswith("-- cursor: "):
+            return line[len("-- cursor: ") :]
+    raise AssertionError(f"no cursor in {out!r}")
+
+
+def entries(ct: BootedSystemd, after: str, *matches: str) -> list[dict[str, Any]]:
+    """Journal entries after the cursor ``after`` whose fields match ``matches``
+    ("FIELD=value"). The matching is done here, not by journalctl: journalctl 252 given
+    --after-cursor and a match skips the first matching entry after the cursor."""
+    ct.run(["journalctl", "--sync"], check=False)
+    out = ct.journal("-o", "json", f"--after-cursor={after}")
+    wanted = [m.split("=", 1) for m in matches]
+    found = []
+    for line in out.splitlines():
+        if not line.strip():
+            continue
+        entry = json.loads(line)
+        if all(entry.get(key) == value for key, value in wanted):
+            found.append(entry)
+    return found
+
+
+def starts_of(ct: BootedSystemd, unit: str, after: str) -> int:
+    """How many times systemd started ``unit`` since the cursor."""
+    return len(entries(ct, after, "_PID=1", f"UNIT={unit}", f"MESSAGE_ID={UNIT_STARTED}"))
+
+
+def reject_quietly(ct: BootedSystemd, *plan_ids: str) -> None:
+    """Take plans a test left open out of later applies (final ones stay as they are)."""
+    for plan_id in plan_ids:
+        cli(ct, "reject", plan_id, "--reason", "attack test cleanup", check=False)
+
+
+@contextlib.contextmanager
+def edited_file(ct: BootedSystemd, path: str, text: str) -> Iterator[None]:
+    """``path`` holds ``text`` inside the block, and its old content after."""
+    old = ct.run(["cat", path]).stdout
+    ct.write_file(path, text)
+    try:
+        yield
+    finally:
+        ct.write_file(path, old)
+
+
+STORE_AUDIT = """
+import json, os
+from pathlib import Path
+from executor_svc.config import load_config
+from executor_svc.policy import policy_errors
+from executor_svc.store import PlanStore
+from executor_svc.tools import TOOLS
+store = PlanStore(Path("/var/lib/opsbot"))
+policy = load_config(Path("/etc/opsbot/opsbot.toml")).executor
+bad, seen = [], 0
+names = [n for n in (os.listdir(store.plans) if store.plans.exists() else [])
+         if not n.startswith(".tmp-")]
+for plan_id in store.ids():
+    seen += 1
+    plan = store.verified_plan(store.load(plan_id))
+    for step in plan.steps:
+        if step.tool not in TOOLS or not policy.allows(step.tool, step.args.unit):
+            bad.append((plan_id, step.tool, step.args.unit))
+print(json.dumps({"plans": seen, "files": len(names), "bad": bad}))
+"""
+
+
+def audit_store(ct: BootedSystemd) -> dict[str, Any]:
+    """As root in the container: every stored plan loads, verifies, and uses only tools
+    from the executor's table on units today's policy allows."""
+    out = ct.run([PYTHON, "-c", STORE_AUDIT]).stdout
+    result: dict[str, Any] = json.loads(out)
+    return result
