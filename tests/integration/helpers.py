@@ -73,3 +73,52 @@ def wait_state(ct: BootedSystemd, plan_id: str, states: set[str], timeout: float
         interval=0.5,
         what=f"plan {plan_id} in {sorted(states)}",
     )
+
+
+LLM_PORT = 18080
+LLM_URL = f"http://127.0.0.1:{LLM_PORT}/v1"
+
+
+def start_scripted_model(
+    ct: BootedSystemd, script: dict[str, Any], record: str | None = None
+) -> None:
+    """(Re)start the local OpenAI-compatible server in the container as the transient
+    unit scripted-llm.service, replaying ``script``; wait until it answers."""
+    ct.systemctl("stop", "scripted-llm.service", check=False)
+    ct.systemctl("reset-failed", "scripted-llm.service", check=False)
+    ct.write_file("/srv/llm/script.json", json.dumps(script))
+    argv = [
+        "systemd-run",
+        "--unit=scripted-llm",
+        "-p",
+        f"Environment=PYTHONPATH={REPO}",
+        PYTHON,
+        "-m",
+        "tests.support.scripted_openai",
+        "--script",
+        "/srv/llm/script.json",
+        "--port",
+        str(LLM_PORT),
+    ]
+    if record is not None:
+        argv += ["--record", record]
+    ct.run(argv)
+
+    def answers() -> bool:
+        probe = ct.run(
+            [
+                "curl",
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--max-time",
+                "2",
+                f"{LLM_URL}/models",
+            ],
+            check=False,
+        )
+        return probe.stdout.strip() == "200"
+
+    ct.wait_for(answers, timeout=20, interval=0.2, what="scripted model listening")

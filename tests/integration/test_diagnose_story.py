@@ -13,10 +13,10 @@ import re
 import time
 from typing import Any
 
-from tests.integration.conftest import PYTHON, REPO
+from tests.integration.conftest import PYTHON
 from tests.integration.container import BootedSystemd
+from tests.integration.helpers import LLM_URL, plan_state, start_scripted_model
 from tests.integration.helpers import opsbot as cli
-from tests.integration.helpers import plan_state
 
 
 def _kill(ct: BootedSystemd, unit: str) -> None:
@@ -125,36 +125,14 @@ def test_openai_policy_against_a_local_scripted_server(opsbot: BootedSystemd) ->
             },
         ]
     }
-    ct.write_file("/srv/llm/script.json", json.dumps(script))
     ct.write_file("/etc/opsbot/openai.toml", '[diagnose.model]\nkind = "openai"\n')
-    ct.run(
-        [
-            "systemd-run",
-            "--unit=scripted-llm",
-            "-p",
-            f"Environment=PYTHONPATH={REPO}",
-            PYTHON,
-            "-m",
-            "tests.support.scripted_openai",
-            "--script",
-            "/srv/llm/script.json",
-            "--port",
-            "18080",
-            "--record",
-            "/srv/llm/requests.jsonl",
-        ]
-    )
+    start_scripted_model(ct, script, record="/srv/llm/requests.jsonl")
     _kill(ct, "demo-db.service")
     try:
-        ct.wait_for(
-            lambda: "listening" in ct.journal("-u", "scripted-llm", "-o", "cat"),
-            timeout=20,
-            what="scripted server listening",
-        )
         run = ct.run(
             [
                 "env",
-                "LLM_API_URL=http://127.0.0.1:18080/v1",
+                f"LLM_API_URL={LLM_URL}",
                 "LLM_MODEL=scripted",
                 "LLM_API_KEY=sk-test-secret-123",
                 "/opt/opsbot/venv/bin/opsbot-diagnose",

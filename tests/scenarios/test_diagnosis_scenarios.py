@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import PYTHON, REPO
+from tests.integration.conftest import REPO
 from tests.integration.container import BootedSystemd
+from tests.integration.helpers import LLM_PORT, start_scripted_model
 from tests.scenarios.faults import INJECTORS, Fault
 from tests.scenarios.observe import http_probe
 from tests.scenarios.report import RECORDS, ScenarioRecord
@@ -37,7 +38,6 @@ TARGET = {
     9: "proxy",
 }
 HEALTH_HOLD_SECONDS = 6.0
-LLM_PORT = 18080
 OPENAI_DROPIN = f"""\
 [Service]
 Environment=LLM_API_URL=http://127.0.0.1:{LLM_PORT}/v1 LLM_MODEL=scripted-model
@@ -118,33 +118,6 @@ def _script_for(fault: Fault, unit: str) -> dict[str, Any]:
     return {"turns": turns}
 
 
-def _start_scripted_model(ct: BootedSystemd, script: dict[str, Any]) -> None:
-    ct.systemctl("stop", "scripted-llm.service", check=False)
-    ct.systemctl("reset-failed", "scripted-llm.service", check=False)
-    ct.write_file("/srv/llm/script.json", json.dumps(script))
-    ct.run(
-        [
-            "systemd-run",
-            "--unit=scripted-llm",
-            "-p",
-            f"Environment=PYTHONPATH={REPO}",
-            PYTHON,
-            "-m",
-            "tests.support.scripted_openai",
-            "--script",
-            "/srv/llm/script.json",
-            "--port",
-            str(LLM_PORT),
-        ]
-    )
-    ct.wait_for(
-        lambda: http_probe(ct, f"http://127.0.0.1:{LLM_PORT}/v1/models").status == 200,
-        timeout=20,
-        interval=0.2,
-        what="scripted model listening",
-    )
-
-
 def _diagnose(ct: BootedSystemd, unit: str, symptom: str) -> tuple[dict[str, Any], float]:
     started = time.monotonic()
     out = _cli(ct, "diagnose", unit, "--symptom", symptom, "--json").stdout
@@ -171,7 +144,7 @@ def test_scenario(configured: tuple[BootedSystemd, Stack, str], scenario: int) -
     fault = INJECTORS[scenario - 1](ct, stack)
     unit = _target(stack, scenario)
     if policy == "openai":
-        _start_scripted_model(ct, _script_for(fault, unit))
+        start_scripted_model(ct, _script_for(fault, unit))
     verdict, seconds = _diagnose(ct, unit, fault.symptom)
     if verdict["kind"] == "plan":
         steps = [(s["tool"], s["args"]["unit"]) for s in verdict["plan"]["steps"]]
