@@ -418,11 +418,7 @@ class _Run:
                 )
             self._record(action, f"ACCEPT {reply.plan_id}", "policy", step_tokens, 0, digest)
             return PlanVerdict(
-                run_id=self.run_id,
-                unit=self.unit,
-                steps_used=self.step,
-                tokens=self.tokens,
-                evidence=self.evidence,
+                **self._verdict_fields(),
                 plan_id=reply.plan_id,
                 sha256=reply.sha256,
                 plan=parsed,
@@ -495,16 +491,18 @@ class _Run:
 
     # -- endings -------------------------------------------------------------------------
 
+    def _verdict_fields(self) -> dict[str, Any]:
+        """What every verdict says about the run, however it ended."""
+        return {
+            "run_id": self.run_id,
+            "unit": self.unit,
+            "steps_used": self.step,
+            "tokens": self.tokens,
+            "evidence": self.evidence,
+        }
+
     def _note(self, ended_by: EndedBy, text: str) -> NoteVerdict:
-        return NoteVerdict(
-            run_id=self.run_id,
-            unit=self.unit,
-            steps_used=self.step,
-            tokens=self.tokens,
-            evidence=self.evidence,
-            ended_by=ended_by,
-            text=text,
-        )
+        return NoteVerdict(**self._verdict_fields(), ended_by=ended_by, text=text)
 
     def _unknown(self) -> list[str]:
         out: list[str] = []
