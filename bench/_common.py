@@ -4,10 +4,10 @@ A benchmark builds a :class:`Report`, adds :class:`Figure` rows (value, baseline
 in the same run, ratio, the issue's target, met or not) and raw samples, then calls
 :meth:`Report.finish`, which prints the table and writes ``bench/results/<name>.json``.
 
-Work that needs systemd runs in a throw-away container (tests/integration/container.py:
+Work that needs systemd runs in a throw-away container (testbed/container.py:
 a real systemd booted with systemd-nspawn over an overlay of ``/``) with opsbot installed
 as an operator would (packaging/install.sh --offline --enable). Timing loops run *inside*
-the container, in a driver script under bench/_inside/ (stdlib and opsbot only), so
+the container, in a driver script under bench/inside/ (stdlib and opsbot only), so
 ``nsenter`` costs nothing that is measured; the driver prints one JSON object as its
 last line of output.
 """
@@ -31,15 +31,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tests.integration.container import REPO_MOUNT, REPO_ROOT, BootedSystemd, can_boot
+from testbed import host
+from testbed.container import REPO_MOUNT, REPO_ROOT, BootedSystemd, can_boot
 
 log = logging.getLogger("bench")
 
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
-#: The venv opsbot runs from; on the host's / and so visible in every container.
-PYTHON = "/opt/opsbot/venv/bin/python"
-OPSBOT = "/opt/opsbot/venv/bin/opsbot"
-INSIDE = f"{REPO_MOUNT}/bench/_inside"
+PYTHON = host.PYTHON
+OPSBOT = host.OPSBOT
+INSIDE = f"{REPO_MOUNT}/bench/inside"
 
 
 # -- statistics ---------------------------------------------------------------------------
@@ -185,7 +185,10 @@ def machine() -> dict[str, Any]:
     with contextlib.suppress(OSError, subprocess.SubprocessError):
         commit = subprocess.run(
             ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"],
-            capture_output=True, text=True, timeout=10, check=False,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
         ).stdout.strip()
     return {
         "hostname": platform.node(),
@@ -248,15 +251,14 @@ def install_opsbot(
     units: Sequence[str] = (),
     dropins: Mapping[str, str] | None = None,
 ) -> None:
-    """Write ``config``, a ``sleep infinity`` service per name in ``units``, drop-ins
-    (``{"opsbot-executor.service": "[Service]..."}``), then install opsbot as an operator
-    would and start the units."""
-    ct.write_file("/etc/opsbot/opsbot.toml", config)
+    """A ``sleep infinity`` service per name in ``units``, drop-ins
+    (``{"opsbot-executor.service": "[Service]..."}``), then opsbot installed as an
+    operator would (testbed.host.install_opsbot) with ``config``, and the units started."""
     for name in units:
         ct.write_file(f"/etc/systemd/system/{name}", DEMO_UNIT.format(name=name))
     for unit, text in (dropins or {}).items():
         ct.write_file(f"/etc/systemd/system/{unit}.d/50-bench.conf", text)
-    ct.run(["bash", f"{REPO_MOUNT}/packaging/install.sh", "--offline", "--enable"], timeout=300)
+    host.install_opsbot(ct, config)
     if units:
         ct.systemctl("start", *units)
 
@@ -269,7 +271,7 @@ def inside(
     timeout: float = 1800,
     env: Mapping[str, str] | None = None,
 ) -> Any:
-    """Run ``bench/_inside/<script>`` in the container with opsbot's Python; return the
+    """Run ``bench/inside/<script>`` in the container with opsbot's Python; return the
     JSON object it printed last."""
     environ = {"PYTHONPATH": REPO_MOUNT, "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
     proc = ct.run([PYTHON, f"{INSIDE}/{script}", *args], user=user, timeout=timeout, env=environ)

@@ -37,16 +37,28 @@ from shared_schema import Accept, DiagnoseSettings, parse_plan
 
 def _show(unit: str, state: str, result: str) -> dict[str, str]:
     return {
-        "Id": unit, "LoadState": "loaded", "ActiveState": state, "SubState": state,
-        "Result": result, "MainPID": "0", "NRestarts": "3", "ExecMainCode": "1",
-        "ExecMainStatus": "1", "ActiveEnterTimestamp": "Sun 2026-11-29 21:44:38.559839 UTC",
+        "Id": unit,
+        "LoadState": "loaded",
+        "ActiveState": state,
+        "SubState": state,
+        "Result": result,
+        "MainPID": "0",
+        "NRestarts": "3",
+        "ExecMainCode": "1",
+        "ExecMainStatus": "1",
+        "ActiveEnterTimestamp": "Sun 2026-11-29 21:44:38.559839 UTC",
         "InactiveEnterTimestamp": "Sun 2026-11-29 21:44:40.629087 UTC",
         "StateChangeTimestamp": "Sun 2026-11-29 21:44:40.629087 UTC",
-        "InvocationID": "82d3ba5b3fec48d39ed2be89fe58647a", "UnitFileState": "enabled",
-        "Requires": "sysinit.target system.slice db.service", "Wants": "network-online.target",
-        "BindsTo": "", "After": "sysinit.target basic.target systemd-journald.socket "
-        "system.slice network-online.target db.service", "Restart": "on-failure",
-        "FragmentPath": f"/etc/systemd/system/{unit}", "NeedDaemonReload": "no",
+        "InvocationID": "82d3ba5b3fec48d39ed2be89fe58647a",
+        "UnitFileState": "enabled",
+        "Requires": "sysinit.target system.slice db.service",
+        "Wants": "network-online.target",
+        "BindsTo": "",
+        "After": "sysinit.target basic.target systemd-journald.socket "
+        "system.slice network-online.target db.service",
+        "Restart": "on-failure",
+        "FragmentPath": f"/etc/systemd/system/{unit}",
+        "NeedDaemonReload": "no",
         "LoadError": "",
     }
 
@@ -57,9 +69,10 @@ def prepared_outputs() -> dict[str, ToolOutput]:
     lines = [
         JournalLine(
             time=(now - timedelta(seconds=i)).isoformat().replace("+00:00", "Z"),
-            priority="err" if i % 9 == 0 else "info", source="app",
+            priority="err" if i % 9 == 0 else "info",
+            source="app",
             message=f"request {i} failed: upstream db.service:5432 refused connection "
-                    f"(attempt {i % 5}, token=abc{i}def, backoff {i % 7}s)",
+            f"(attempt {i % 5}, token=abc{i}def, backoff {i % 7}s)",
         )
         for i in range(50)
     ]
@@ -146,12 +159,25 @@ ACTIONS: list[Action] = [
     CallTool("tail_journal", {"unit": "app.service", "lines": 50}),
     CallTool("read_unit_status", {"unit": "db.service"}),
     CallTool("list_failed_units", {}),
-    SubmitPlan({"goal": "Restart db.service, then app.service", "steps": [
-        {"tool": "restart_unit", "args": {"unit": "db.service"},
-         "expect": {"active_state": ["failed"]}, "reason": "db failed once"},
-        {"tool": "restart_unit", "args": {"unit": "app.service"},
-         "expect": {"active_state": ["failed"]}, "reason": "app needs db"},
-    ]}),
+    SubmitPlan(
+        {
+            "goal": "Restart db.service, then app.service",
+            "steps": [
+                {
+                    "tool": "restart_unit",
+                    "args": {"unit": "db.service"},
+                    "expect": {"active_state": ["failed"]},
+                    "reason": "db failed once",
+                },
+                {
+                    "tool": "restart_unit",
+                    "args": {"unit": "app.service"},
+                    "expect": {"active_state": ["failed"]},
+                    "reason": "app needs db",
+                },
+            ],
+        }
+    ),
 ]
 
 
@@ -163,8 +189,14 @@ def _one_run(outputs: dict[str, ToolOutput], settings: DiagnoseSettings) -> tupl
     clock = _Clock()
     tools = _tools(outputs, clock)
     started = time.perf_counter()
-    verdict = run_diagnosis("app.service", "502 from nginx", ScriptedPolicy(ACTIONS, clock),
-                            tools, InstantSubmitter(clock), settings)
+    verdict = run_diagnosis(
+        "app.service",
+        "502 from nginx",
+        ScriptedPolicy(ACTIONS, clock),
+        tools,
+        InstantSubmitter(clock),
+        settings,
+    )
     elapsed = time.perf_counter() - started - clock.spent
     if verdict.kind != "plan":
         raise RuntimeError(f"the scripted run did not end with a plan: {verdict}")
@@ -192,8 +224,8 @@ def measure_overhead(runs: int) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    from diagnose_svc import log as diagnose_log
+    from shared_io import log as diagnose_log
 
-    diagnose_log.configure()
+    diagnose_log.configure("opsbot-diagnose")
     r = measure_overhead(200)
     print({k: v for k, v in r.items() if not isinstance(v, list)})

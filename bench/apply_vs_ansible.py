@@ -77,19 +77,57 @@ def main() -> int:
     t = {name: ms(values) for name, values in result["times"].items()}
     opsbot, ansible, floor = median(t["opsbot_apply"]), median(t["ansible"]), median(t["bare_loop"])
     service = median(t["opsbot_apply_service"])
-    report.add(Figure("opsbot apply (3 restarts)", opsbot, "ms", ansible, "ansible-playbook",
-                      ratio(opsbot, ansible), "<= 0.12", ratio(opsbot, ansible) <= 0.12))
-    report.add(Figure("opsbot apply (3 restarts)", opsbot, "ms", floor, "bare loop",
-                      ratio(opsbot, floor), "<= 3", ratio(opsbot, floor) <= 3))
-    report.add(Figure("opsbot-apply.service (timer's path)", service, "ms", ansible,
-                      "ansible-playbook", ratio(service, ansible), "(info)"))
-    report.add(Figure("opsbot-apply.service (timer's path)", service, "ms", floor, "bare loop",
-                      ratio(service, floor), "(info)"))
+    report.add(
+        Figure(
+            "opsbot apply (3 restarts)",
+            opsbot,
+            "ms",
+            ansible,
+            "ansible-playbook",
+            ratio(opsbot, ansible),
+            "<= 0.12",
+            ratio(opsbot, ansible) <= 0.12,
+        )
+    )
+    report.add(
+        Figure(
+            "opsbot apply (3 restarts)",
+            opsbot,
+            "ms",
+            floor,
+            "bare loop",
+            ratio(opsbot, floor),
+            "<= 3",
+            ratio(opsbot, floor) <= 3,
+        )
+    )
+    report.add(
+        Figure(
+            "opsbot-apply.service (timer's path)",
+            service,
+            "ms",
+            ansible,
+            "ansible-playbook",
+            ratio(service, ansible),
+            "(info)",
+        )
+    )
+    report.add(
+        Figure(
+            "opsbot-apply.service (timer's path)",
+            service,
+            "ms",
+            floor,
+            "bare loop",
+            ratio(service, floor),
+            "(info)",
+        )
+    )
     report.add(Figure("ansible-playbook (3 restarts)", ansible, "ms"))
     report.add(Figure("bare systemctl loop (floor)", floor, "ms"))
     for name, label in (
         ("python_startup", "python -c pass"),
-        ("import_opsbot_cli", "python -c 'import executor_svc.cli'"),
+        ("import_opsbot_cli", "python -c 'import opsbot_cli.main'"),
         ("opsbot_apply_nothing_open", "opsbot apply, nothing to apply"),
     ):
         report.add(Figure(label, median(t[name]), "ms", note="where opsbot's time goes"))
@@ -102,8 +140,10 @@ def main() -> int:
         "plans_in_store_at_end": result["plans_in_store"],
         "ansible_version": result["ansible_version"],
     }
-    report.note(f"{runs} timed runs per method, interleaved, after one warm-up round; "
-                f"{result['ansible_version']}")
+    report.note(
+        f"{runs} timed runs per method, interleaved, after one warm-up round; "
+        f"{result['ansible_version']}"
+    )
     for problem in result["problems"]:
         report.note(f"PROBLEM: {problem}")
     report.finish()

@@ -6,7 +6,7 @@ on the same scripted turns, and the runtime's own overhead per step.
 In a booted container, four failing services are set up as in life (a config error in a
 crash loop, a worker killed by SIGKILL, a web front end whose database failed, a chatty
 service killed near its memory limit) and diagnosed with the real read tools, twice per
-scenario, against tests/support/scripted_openai.py replaying the same turns:
+scenario, against testbed/scripted_openai.py replaying the same turns:
 
 * opsbot: diagnose_svc.runtime.run_diagnosis with OpenAICompatPolicy;
 * naive: bench/naive_react.py, the same prompt, tool list and turns, every observation
@@ -55,43 +55,101 @@ def main() -> int:
         total_naive += naive["prompt_tokens"]
         total_bounded += bounded["prompt_tokens"]
         q = ratio(ops["prompt_tokens"], naive["prompt_tokens"])
-        report.add(Figure(
-            f"tokens: {name} ({sc['unit']})", ops["prompt_tokens"], "tokens",
-            naive["prompt_tokens"], "naive", q, "(per scenario)", None,
-            note=f"verdict {ops['kind']} ({ops['ended_by']}), same: {verdict_same}; "
-                 f"{ops['steps']} steps",
-        ))
-        per[name] = {"opsbot": ops, "naive_unbounded": naive, "naive_tool_bounds": bounded,
-                     "same_verdict": verdict_same, "ratio": q}
+        report.add(
+            Figure(
+                f"tokens: {name} ({sc['unit']})",
+                ops["prompt_tokens"],
+                "tokens",
+                naive["prompt_tokens"],
+                "naive",
+                q,
+                "(per scenario)",
+                None,
+                note=f"verdict {ops['kind']} ({ops['ended_by']}), same: {verdict_same}; "
+                f"{ops['steps']} steps",
+            )
+        )
+        per[name] = {
+            "opsbot": ops,
+            "naive_unbounded": naive,
+            "naive_tool_bounds": bounded,
+            "same_verdict": verdict_same,
+            "ratio": q,
+        }
     n = len(r["scenarios"])
     mean_ops, mean_naive, mean_bounded = total_ops / n, total_naive / n, total_bounded / n
     q = ratio(mean_ops, mean_naive)
-    report.add(Figure(f"prompt tokens per diagnosis (mean of {n})", mean_ops, "tokens",
-                      mean_naive, "naive loop", q, "<= 0.6, same verdicts", q <= 0.6 and same,
-                      note=f"same verdicts: {same}"))
+    report.add(
+        Figure(
+            f"prompt tokens per diagnosis (mean of {n})",
+            mean_ops,
+            "tokens",
+            mean_naive,
+            "naive loop",
+            q,
+            "<= 0.6, same verdicts",
+            q <= 0.6 and same,
+            note=f"same verdicts: {same}",
+        )
+    )
     ratios = sorted(x["ratio"] for x in per.values())  # type: ignore[index]
-    report.add(Figure("per-scenario ratio, median", statistics.median(ratios), "x",
-                      target="(info)", note=f"range {ratios[0]:.2f}-{ratios[-1]:.2f}"))
-    report.add(Figure("  vs naive keeping the tools' own bounds", mean_ops, "tokens",
-                      mean_bounded, "naive, tool bounds", ratio(mean_ops, mean_bounded), "(info)"))
+    report.add(
+        Figure(
+            "per-scenario ratio, median",
+            statistics.median(ratios),
+            "x",
+            target="(info)",
+            note=f"range {ratios[0]:.2f}-{ratios[-1]:.2f}",
+        )
+    )
+    report.add(
+        Figure(
+            "  vs naive keeping the tools' own bounds",
+            mean_ops,
+            "tokens",
+            mean_bounded,
+            "naive, tool bounds",
+            ratio(mean_ops, mean_bounded),
+            "(info)",
+        )
+    )
     oh = r["overhead"]
-    report.add(Figure("runtime overhead per step (logging to journald)",
-                      oh["per_step_median_ms"], "ms", target="<= 5 ms",
-                      met=oh["per_step_median_ms"] <= 5,
-                      note=f"median of {oh['runs']} runs x {oh['steps_per_run']} steps"))
-    report.add(Figure("runtime overhead per step (log events dropped)",
-                      oh["per_step_median_ms_no_logging"], "ms", target="(info)"))
+    report.add(
+        Figure(
+            "runtime overhead per step (logging to journald)",
+            oh["per_step_median_ms"],
+            "ms",
+            target="<= 5 ms",
+            met=oh["per_step_median_ms"] <= 5,
+            note=f"median of {oh['runs']} runs x {oh['steps_per_run']} steps",
+        )
+    )
+    report.add(
+        Figure(
+            "runtime overhead per step (log events dropped)",
+            oh["per_step_median_ms_no_logging"],
+            "ms",
+            target="(info)",
+        )
+    )
     report.raw = {
-        "unit_states": r["unit_states"], "scenarios": per,
-        "overhead": {"per_step_ms": stats(oh["per_step_ms"]),
-                     "per_step_no_logging_ms": stats(oh["per_step_ms_no_logging"]),
-                     "runs": oh["runs"], "steps_per_run": oh["steps_per_run"]},
+        "unit_states": r["unit_states"],
+        "scenarios": per,
+        "overhead": {
+            "per_step_ms": stats(oh["per_step_ms"]),
+            "per_step_no_logging_ms": stats(oh["per_step_ms_no_logging"]),
+            "runs": oh["runs"],
+            "steps_per_run": oh["steps_per_run"],
+        },
         "naive_lifted_bounds": next(iter(r["scenarios"].values()))["naive_unbounded"]["lifted"],
     }
     report.note(f"unit states when diagnosed: {r['unit_states']}")
-    report.note("naive = same prompt, tools and turns; observations are the tools' full "
-                "results (bounds lifted: " + ", ".join(
-                    x.rsplit(".", 1)[-1] for x in report.raw["naive_lifted_bounds"]) + ")")
+    report.note(
+        "naive = same prompt, tools and turns; observations are the tools' full "
+        "results (bounds lifted: "
+        + ", ".join(x.rsplit(".", 1)[-1] for x in report.raw["naive_lifted_bounds"])
+        + ")"
+    )
     report.finish()
     return 0
 

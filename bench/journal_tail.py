@@ -31,43 +31,77 @@ def main() -> int:
     report = Report("journal_tail", "Journal tail vs journalctl")
     with booted() as ct:
         result = inside(
-            ct, "journal_runs.py", "--noise-units", str(noise_units),
-            "--lines-per-unit", str(per_unit), "--calls", str(calls),
-            "--spread-seconds", str(spread), timeout=3600,
+            ct,
+            "journal_runs.py",
+            "--noise-units",
+            str(noise_units),
+            "--lines-per-unit",
+            str(per_unit),
+            "--calls",
+            str(calls),
+            "--spread-seconds",
+            str(spread),
+            timeout=3600,
         )
     total, target = result["entries_total"], result["entries_target"]
-    report.raw = {"entries_total": total, "entries_target": target,
-                  "journal_files": result["journal_files"],
-                  "generate_seconds": result["generate_seconds"]}
+    report.raw = {
+        "entries_total": total,
+        "entries_target": target,
+        "journal_files": result["journal_files"],
+        "generate_seconds": result["generate_seconds"],
+    }
     for lines in (100, 200):
         r = result[f"lines_{lines}"]
         tool, jctl = ms(r["tool_s"]), ms(r["journalctl_s"])
         value, base = median(tool), median(jctl)
-        report.add(Figure(
-            f"tail_journal(unit, {lines})", value, "ms", base, f"journalctl -n {lines} -o json",
-            ratio(value, base), "< 1.0" if lines == 100 else "(info)",
-            ratio(value, base) < 1.0 if lines == 100 else None,
-            note=f"tool kept {r['tool_lines_kept']} lines, omitted {r['tool_lines_omitted']}; "
-                 f"journalctl printed {r['journalctl_entries']} entries",
-        ))
+        report.add(
+            Figure(
+                f"tail_journal(unit, {lines})",
+                value,
+                "ms",
+                base,
+                f"journalctl -n {lines} -o json",
+                ratio(value, base),
+                "< 1.0" if lines == 100 else "(info)",
+                ratio(value, base) < 1.0 if lines == 100 else None,
+                note=f"tool kept {r['tool_lines_kept']} lines, omitted {r['tool_lines_omitted']}; "
+                f"journalctl printed {r['journalctl_entries']} entries",
+            )
+        )
         report.raw[f"lines_{lines}"] = {
-            "tool_ms": stats(tool), "journalctl_ms": stats(jctl),
+            "tool_ms": stats(tool),
+            "journalctl_ms": stats(jctl),
             "tool_lines_kept": r["tool_lines_kept"],
             "tool_lines_omitted": r["tool_lines_omitted"],
             "journalctl_entries": r["journalctl_entries"],
-            "samples_tool_ms": tool, "samples_journalctl_ms": jctl,
+            "samples_tool_ms": tool,
+            "samples_journalctl_ms": jctl,
         }
-    report.add(Figure("journal entries (all units)", total, "entries", target=">= 200000",
-                      met=total >= 200_000 if not args.quick else None))
-    report.add(Figure("entries of the target unit", target, "entries",
-                      note=f"1 in {total // max(target, 1)}"))
-    report.note(f"{calls} calls each, interleaved, after a warm-up call; journal of {total} "
-                f"entries in {result['journal_files']} file(s), target {target} entries "
-                f"(1 in {total // max(target, 1)})")
+    report.add(
+        Figure(
+            "journal entries (all units)",
+            total,
+            "entries",
+            target=">= 200000",
+            met=total >= 200_000 if not args.quick else None,
+        )
+    )
+    report.add(
+        Figure(
+            "entries of the target unit", target, "entries", note=f"1 in {total // max(target, 1)}"
+        )
+    )
+    report.note(
+        f"{calls} calls each, interleaved, after a warm-up call; journal of {total} "
+        f"entries in {result['journal_files']} file(s), target {target} entries "
+        f"(1 in {total // max(target, 1)})"
+    )
     r100 = result["lines_100"]
     read = r100["tool_lines_kept"] + r100["tool_lines_omitted"]
-    report.note(f"tail_journal(lines=100) read {read} entries and kept {r100['tool_lines_kept']} "
-                f"that fit its 1,800-character budget ({r100['tool_lines_omitted']} omitted)")
+    report.note(
+        f"tail_journal(lines=100) read {read} entries and kept {r100['tool_lines_kept']} "
+        f"that fit its 1,800-character budget ({r100['tool_lines_omitted']} omitted)"
+    )
     report.finish()
     return 0
 

@@ -25,12 +25,8 @@ from typing import Any
 
 import httpx
 
-from diagnose_svc.policies.openai_compat import (
-    FINAL_NOTE,
-    SUBMIT_PLAN,
-    system_prompt,
-    tools_payload,
-)
+from diagnose_svc.policies.openai_wire import tools_payload
+from diagnose_svc.policies.prompt import FINAL_NOTE, SUBMIT_PLAN, system_prompt
 from diagnose_svc.submitter import Submitter
 from diagnose_svc.tools import Tool, ToolContext
 from shared_schema import Plan, parse_plan
@@ -107,11 +103,13 @@ def naive_diagnosis(
             call = message["tool_calls"][0]
             name = call["function"]["name"]
             args = json.loads(call["function"]["arguments"] or "{}")
-            messages.append({"role": "assistant", "content": message.get("content"),
-                             "tool_calls": [call]})
+            messages.append(
+                {"role": "assistant", "content": message.get("content"), "tool_calls": [call]}
+            )
             if name == FINAL_NOTE:
-                return NaiveResult("note", None, str(args.get("text", "")), step,
-                                   prompt_tokens, sizes)
+                return NaiveResult(
+                    "note", None, str(args.get("text", "")), step, prompt_tokens, sizes
+                )
             if name == SUBMIT_PLAN:
                 plan = parse_plan(args)
                 if not isinstance(plan, Plan):
@@ -121,8 +119,9 @@ def naive_diagnosis(
             tool = tools[name]
             try:
                 output = tool(tool.parse_args(args), context)
-                observation = json.dumps(output.model_dump(mode="json"), ensure_ascii=False,
-                                         separators=(",", ":"))
+                observation = json.dumps(
+                    output.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":")
+                )
             except Exception as exc:  # a naive loop shows the error and goes on
                 observation = json.dumps({"error": str(exc)})
             sizes.append(len(observation))

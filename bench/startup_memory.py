@@ -64,59 +64,138 @@ def main() -> int:
     report = Report("startup_memory", "Start-up and memory")
     with booted() as ct:
         install_opsbot(ct, CONFIG, [UNIT], DROPINS)
-        r = inside(ct, "startup_runs.py", "--cold-runs", str(cold_runs), "--requests",
-                   str(requests), "--diagnose-seconds", str(seconds), "--unit", UNIT,
-                   timeout=3600)
+        r = inside(
+            ct,
+            "startup_runs.py",
+            "--cold-runs",
+            str(cold_runs),
+            "--requests",
+            str(requests),
+            "--diagnose-seconds",
+            str(seconds),
+            "--unit",
+            UNIT,
+            timeout=3600,
+        )
     cold, warm = ms(r["cold_start_s"]), ms(r["warm_list_s"])
     value, base = median(cold), median(warm)
-    report.add(Figure(f"executor cold start (n={len(cold)})", value, "ms", base,
-                      "same request, warm", ratio(value, base), "<= 300 ms", value <= 300))
-    report.add(Figure("  reference: python -c pass", median(ms(r["python_startup_s"])), "ms",
-                      target="(info)"))
-    report.add(Figure("  reference: python -c 'import executor_svc.daemon'",
-                      median(ms(r["import_daemon_s"])), "ms", target="(info)",
-                      note="includes the interpreter's start"))
-    ex_idle, ex_warm, ex_after = (mb(r[k]["vmrss_kb"]) for k in
-                                  ("executor_idle", "executor_warm", "executor_after"))
+    report.add(
+        Figure(
+            f"executor cold start (n={len(cold)})",
+            value,
+            "ms",
+            base,
+            "same request, warm",
+            ratio(value, base),
+            "<= 300 ms",
+            value <= 300,
+        )
+    )
+    report.add(
+        Figure(
+            "  reference: python -c pass", median(ms(r["python_startup_s"])), "ms", target="(info)"
+        )
+    )
+    report.add(
+        Figure(
+            "  reference: python -c 'import executor_svc.daemon'",
+            median(ms(r["import_daemon_s"])),
+            "ms",
+            target="(info)",
+            note="includes the interpreter's start",
+        )
+    )
+    ex_idle, ex_warm, ex_after = (
+        mb(r[k]["vmrss_kb"]) for k in ("executor_idle", "executor_warm", "executor_after")
+    )
     dg_idle, dg_after = mb(r["diagnose_idle"]["vmrss_kb"]), mb(r["diagnose_after"]["vmrss_kb"])
     dg_warm = mb(r["diagnose_warm"]["vmrss_kb"]) if "diagnose_warm" in r else dg_idle
     n_ex = sum(r["executor_requests"].values())
     n_dg = r["diagnoses"]
     report.add(Figure("executor RSS idle", ex_idle, "MB", target="<= 35 MB", met=ex_idle <= 35))
-    report.add(Figure(f"executor RSS growth over {n_ex} requests", ex_after - ex_idle, "MB",
-                      target="<= 2 MB", met=ex_after - ex_idle <= 2,
-                      note=f"{ex_idle:.1f} -> {ex_after:.1f} MB; after 10 requests {ex_warm:.1f}"))
-    report.add(Figure("executor RSS growth after warm-up (10 req)", ex_after - ex_warm, "MB",
-                      target="(info)"))
-    so_idle, so_after = mb(r["submits_only_idle"]["vmrss_kb"]), mb(
-        r["submits_only_after"]["vmrss_kb"])
-    report.add(Figure(f"executor RSS growth over {requests} submits only", so_after - so_idle,
-                      "MB", target="(info)", note=f"{so_idle:.1f} -> {so_after:.1f} MB"))
+    report.add(
+        Figure(
+            f"executor RSS growth over {n_ex} requests",
+            ex_after - ex_idle,
+            "MB",
+            target="<= 2 MB",
+            met=ex_after - ex_idle <= 2,
+            note=f"{ex_idle:.1f} -> {ex_after:.1f} MB; after 10 requests {ex_warm:.1f}",
+        )
+    )
+    report.add(
+        Figure(
+            "executor RSS growth after warm-up (10 req)", ex_after - ex_warm, "MB", target="(info)"
+        )
+    )
+    so_idle, so_after = (
+        mb(r["submits_only_idle"]["vmrss_kb"]),
+        mb(r["submits_only_after"]["vmrss_kb"]),
+    )
+    report.add(
+        Figure(
+            f"executor RSS growth over {requests} submits only",
+            so_after - so_idle,
+            "MB",
+            target="(info)",
+            note=f"{so_idle:.1f} -> {so_after:.1f} MB",
+        )
+    )
     report.add(Figure("diagnose RSS idle", dg_idle, "MB", target="<= 45 MB", met=dg_idle <= 45))
-    report.add(Figure(f"diagnose RSS growth over {n_dg} diagnoses", dg_after - dg_idle, "MB",
-                      target="<= 2 MB", met=dg_after - dg_idle <= 2,
-                      note=f"{dg_idle:.1f} -> {dg_after:.1f} MB; after 3 diagnoses {dg_warm:.1f}"))
-    report.add(Figure("diagnose RSS growth after warm-up (3 diag.)", dg_after - dg_warm, "MB",
-                      target="(info)"))
-    report.add(Figure("diagnosis of a healthy unit", median(ms(r["diagnose_s"])), "ms",
-                      note=f"{n_dg} in {seconds}s: {r['diagnose_verdicts']}"))
+    report.add(
+        Figure(
+            f"diagnose RSS growth over {n_dg} diagnoses",
+            dg_after - dg_idle,
+            "MB",
+            target="<= 2 MB",
+            met=dg_after - dg_idle <= 2,
+            note=f"{dg_idle:.1f} -> {dg_after:.1f} MB; after 3 diagnoses {dg_warm:.1f}",
+        )
+    )
+    report.add(
+        Figure(
+            "diagnose RSS growth after warm-up (3 diag.)", dg_after - dg_warm, "MB", target="(info)"
+        )
+    )
+    report.add(
+        Figure(
+            "diagnosis of a healthy unit",
+            median(ms(r["diagnose_s"])),
+            "ms",
+            note=f"{n_dg} in {seconds}s: {r['diagnose_verdicts']}",
+        )
+    )
     report.raw = {
-        "cold_start_ms": summary(cold), "warm_list_ms": summary(warm),
+        "cold_start_ms": summary(cold),
+        "warm_list_ms": summary(warm),
         "samples_cold_ms": cold,
-        **{k: r[k] for k in ("executor_idle", "executor_warm", "executor_after",
-                             "diagnose_idle", "diagnose_after", "executor_requests",
-                             "diagnoses", "diagnose_verdicts")},
+        **{
+            k: r[k]
+            for k in (
+                "executor_idle",
+                "executor_warm",
+                "executor_after",
+                "diagnose_idle",
+                "diagnose_after",
+                "executor_requests",
+                "diagnoses",
+                "diagnose_verdicts",
+            )
+        },
         "diagnose_warm": r.get("diagnose_warm"),
         "submits_only_idle": r["submits_only_idle"],
         "submits_only_after": r["submits_only_after"],
-        "executor_trajectory_mb_every_100": [round(mb(k), 2) for k in
-                                             r["executor_trajectory_kb"]],
+        "executor_trajectory_mb_every_100": [round(mb(k), 2) for k in r["executor_trajectory_kb"]],
         "diagnose_ms": summary(ms(r["diagnose_s"])),
     }
-    report.note("executor RSS every 100 requests of the mix (MB): " + ", ".join(
-        f"{mb(k):.1f}" for k in r["executor_trajectory_kb"]))
-    report.note(f"executor: {r['executor_requests']} requests; diagnose: {n_dg} diagnoses of "
-                f"healthy {UNIT} in {seconds}s ({r['diagnose_verdicts']})")
+    report.note(
+        "executor RSS every 100 requests of the mix (MB): "
+        + ", ".join(f"{mb(k):.1f}" for k in r["executor_trajectory_kb"])
+    )
+    report.note(
+        f"executor: {r['executor_requests']} requests; diagnose: {n_dg} diagnoses of "
+        f"healthy {UNIT} in {seconds}s ({r['diagnose_verdicts']})"
+    )
     report.finish()
     return 0
 

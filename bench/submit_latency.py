@@ -65,9 +65,19 @@ def main() -> int:
             install_opsbot(ct, CONFIG, [UNIT], {"opsbot-executor.service": EXECUTOR_DROPIN})
             fs = ct.run(["findmnt", "-no", "FSTYPE", "--target", "/var/lib/opsbot"]).stdout
             result = inside(
-                ct, "submit_runs.py", "--single", str(single), "--clients", str(clients),
-                "--per-client", str(per_client), "--unit", UNIT,
-                "--echo-dir", "/var/lib/opsbot-bench/echo", timeout=3600,
+                ct,
+                "submit_runs.py",
+                "--single",
+                str(single),
+                "--clients",
+                str(clients),
+                "--per-client",
+                str(per_client),
+                "--unit",
+                UNIT,
+                "--echo-dir",
+                "/var/lib/opsbot-bench/echo",
+                timeout=3600,
             )
     finally:
         shutil.rmtree(disk, ignore_errors=True)
@@ -80,40 +90,65 @@ def main() -> int:
         for q in (50, 99):
             value, base = percentile(ex_ms, q), percentile(fl_ms, q)
             is_target = q == 99 and mode == "single"
-            report.add(Figure(
-                f"submit p{q}, {label} (n={len(ex_ms)})", value, "ms", base, "echo+fsync",
-                ratio(value, base), "<= 3" if is_target else "(info)",
-                ratio(value, base) <= 3 if is_target else None,
-            ))
+            report.add(
+                Figure(
+                    f"submit p{q}, {label} (n={len(ex_ms)})",
+                    value,
+                    "ms",
+                    base,
+                    "echo+fsync",
+                    ratio(value, base),
+                    "<= 3" if is_target else "(info)",
+                    ratio(value, base) <= 3 if is_target else None,
+                )
+            )
         ex_rate = ex["count"] / sum(ex["walls"])
         fl_rate = fl["count"] / sum(fl["walls"])
         is_target = mode == "concurrent"
-        report.add(Figure(
-            f"throughput, {label}", ex_rate, "plans/s", fl_rate, "echo+fsync",
-            ratio(ex_rate, fl_rate), ">= 500/s" if is_target else "(info)",
-            ex_rate >= 500 if is_target else None,
-        ))
+        report.add(
+            Figure(
+                f"throughput, {label}",
+                ex_rate,
+                "plans/s",
+                fl_rate,
+                "echo+fsync",
+                ratio(ex_rate, fl_rate),
+                ">= 500/s" if is_target else "(info)",
+                ex_rate >= 500 if is_target else None,
+            )
+        )
         raw[mode] = {
-            "executor_ms": summary(ex_ms), "floor_ms": summary(fl_ms),
-            "executor_walls_s": ex["walls"], "floor_walls_s": fl["walls"],
-            "executor_per_s": ex_rate, "floor_per_s": fl_rate,
-            "executor_round_rates": [
-                len(ex_ms) / len(ex["walls"]) / w for w in ex["walls"]
-            ],
+            "executor_ms": summary(ex_ms),
+            "floor_ms": summary(fl_ms),
+            "executor_walls_s": ex["walls"],
+            "floor_walls_s": fl["walls"],
+            "executor_per_s": ex_rate,
+            "floor_per_s": fl_rate,
+            "executor_round_rates": [len(ex_ms) / len(ex["walls"]) / w for w in ex["walls"]],
         }
     check = result["check"]
-    lost_or_dup = (check["accepted"] - check["unique_ids"]) + check["missing_files"] + check[
-        "bad_replies"]
-    report.add(Figure("lost or duplicated plans", lost_or_dup, "plans", target="0",
-                      met=lost_or_dup == 0,
-                      note=f"{check['accepted']} accepted, {check['unique_ids']} unique ids, "
-                           f"{check['missing_files']} files missing, "
-                           f"{check['bad_replies']} non-ACCEPT replies"))
+    lost_or_dup = (
+        (check["accepted"] - check["unique_ids"]) + check["missing_files"] + check["bad_replies"]
+    )
+    report.add(
+        Figure(
+            "lost or duplicated plans",
+            lost_or_dup,
+            "plans",
+            target="0",
+            met=lost_or_dup == 0,
+            note=f"{check['accepted']} accepted, {check['unique_ids']} unique ids, "
+            f"{check['missing_files']} files missing, "
+            f"{check['bad_replies']} non-ACCEPT replies",
+        )
+    )
     report.raw = raw
-    report.note(f"state on {fs.strip()} (host disk, bound in); {check['accepted']} plans "
-                f"accepted in all, {check['plan_files']} plan files in the store; median of the "
-                f"per-round {clients}-client rates: "
-                f"{median(raw['concurrent']['executor_round_rates']):.0f}/s")  # type: ignore[index]
+    report.note(
+        f"state on {fs.strip()} (host disk, bound in); {check['accepted']} plans "
+        f"accepted in all, {check['plan_files']} plan files in the store; median of the "
+        f"per-round {clients}-client rates: "
+        f"{median(raw['concurrent']['executor_round_rates']):.0f}/s"
+    )  # type: ignore[index]
     report.finish()
     return 0
 

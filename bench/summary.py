@@ -1,6 +1,6 @@
 """One table of every figure in bench/results/*.json; writes bench/results/summary.json.
 
-    /opt/opsbot/venv/bin/python -m bench.summary [NAME...]
+/opt/opsbot/venv/bin/python -m bench.summary [NAME...]
 """
 
 from __future__ import annotations
@@ -26,9 +26,11 @@ def main(argv: list[str]) -> int:
             report.add(figure)
         report.raw[name] = {"started_at": doc["started_at"], "seconds": doc["seconds"]}
     missed = [f.name for f in report.figures if f.met is False]
-    report.note(f"targets met: {sum(1 for f in report.figures if f.met)} of "
-                f"{sum(1 for f in report.figures if f.met is not None)}"
-                + (f"; missed: {'; '.join(missed)}" if missed else ""))
+    report.note(
+        f"targets met: {sum(1 for f in report.figures if f.met)} of "
+        f"{sum(1 for f in report.figures if f.met is not None)}"
+        + (f"; missed: {'; '.join(missed)}" if missed else "")
+    )
     report.finish()
     return 0
 

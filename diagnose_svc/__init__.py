@@ -20,10 +20,7 @@ from diagnose_svc.actions import (
     Transcript,
     Turn,
 )
-from diagnose_svc.config import load_config
 from diagnose_svc.errors import (
-    CommandFailed,
-    ConfigError,
     DiagnoseError,
     ExecutorError,
     ExecutorProtocolError,
@@ -45,8 +42,6 @@ __all__ = [
     "READ_TOOLS",
     "Action",
     "CallTool",
-    "CommandFailed",
-    "ConfigError",
     "DiagnoseError",
     "Event",
     "Evidence",
@@ -77,7 +72,6 @@ __all__ = [
     "Turn",
     "UsageError",
     "Verdict",
-    "load_config",
     "redact",
     "run_diagnosis",
 ]

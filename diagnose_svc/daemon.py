@@ -10,39 +10,28 @@ makes sense to ``Restart=``; tracebacks only for the unexpected.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from diagnose_svc import log
-from diagnose_svc.actions import Policy
-from diagnose_svc.config import load_config
-from diagnose_svc.errors import DiagnoseError, UsageError
+from diagnose_svc.errors import UsageError
 from diagnose_svc.events import EventSink
 from diagnose_svc.executor_client import DEFAULT_SOCKET_PATH, ExecutorClient
+from diagnose_svc.policies import make_policy
 from diagnose_svc.runtime import run_diagnosis
 from diagnose_svc.tools import READ_TOOLS
 from diagnose_svc.verdict import NoteVerdict, PlanVerdict
+from shared_io import log
+from shared_io.activation import activated_socket, bind
+from shared_io.config import load_config
+from shared_io.errors import OpsbotError
 from shared_schema import DiagnoseSettings
 
 EX_OK = 0
 EX_UNAVAILABLE = 69
 #: Endings that mean something outside diagnosis is broken; the unit should fail.
 _FAILED_ENDINGS = {"policy_error": EX_UNAVAILABLE, "executor_error": EX_UNAVAILABLE}
-
-
-def make_policy(settings: DiagnoseSettings) -> Policy:
-    """The policy ``[diagnose.model] kind`` asks for."""
-    if settings.model.kind == "openai":
-        from diagnose_svc.model_settings import resolve_openai_settings
-        from diagnose_svc.policies.openai_compat import OpenAICompatPolicy
-
-        return OpenAICompatPolicy(resolve_openai_settings(settings.model))
-    from diagnose_svc.policies.runbook import RunbookPolicy
-
-    return RunbookPolicy(settings)
 
 
 def render(verdict: PlanVerdict | NoteVerdict) -> str:
@@ -75,15 +64,26 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--config", type=Path, default=None, help="opsbot.toml to read")
     serve.add_argument("--socket", type=Path, default=DEFAULT_SOCKET_PATH, help="executor socket")
-    serve.add_argument("--listen", type=Path, default=None,
-                       help="bind this path instead of using the socket systemd passes")
-    serve.add_argument("--idle-timeout", type=float, default=120.0,
-                       help="exit after this many idle seconds (0: never)")
+    serve.add_argument(
+        "--listen",
+        type=Path,
+        default=None,
+        help="bind this path instead of using the socket systemd passes",
+    )
+    serve.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=120.0,
+        help="exit after this many idle seconds (0: never)",
+    )
     return parser
 
 
 def diagnose_once(
-    unit: str, symptom: str, settings: DiagnoseSettings, socket_path: Path,
+    unit: str,
+    symptom: str,
+    settings: DiagnoseSettings,
+    socket_path: Path,
     on_event: EventSink | None = None,
 ) -> PlanVerdict | NoteVerdict:
     """One diagnosis with the configured policy, which is closed afterwards."""
@@ -106,13 +106,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from diagnose_svc.server import DiagnoseServer, activated_listener, bind_listener
+    from diagnose_svc.server import DiagnoseServer
 
     settings = load_config(args.config).diagnose
     if args.listen is not None:
-        listener = bind_listener(str(args.listen))
+        listener = bind(args.listen, backlog=16)
     else:
-        activated = activated_listener()
+        activated = activated_socket()
         if activated is None:
             raise UsageError(
                 "no socket: start opsbot-diagnose through opsbot-diagnose.socket, or pass "
@@ -123,13 +123,7 @@ def _serve(args: argparse.Namespace) -> int:
     def diagnose(unit: str, symptom: str, on_event: EventSink) -> PlanVerdict | NoteVerdict:
         return diagnose_once(unit, symptom, settings, args.socket, on_event)
 
-    def notify(state: str) -> None:
-        if os.environ.get("NOTIFY_SOCKET"):
-            from systemd import daemon as sd
-
-            sd.notify(state)
-
-    server = DiagnoseServer(listener, diagnose, args.idle_timeout, notify)
+    server = DiagnoseServer(listener, diagnose, args.idle_timeout)
     signal.signal(signal.SIGTERM, lambda signum, frame: server.stopping.set())
     try:
         server.serve()
@@ -140,12 +134,12 @@ def _serve(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    log.configure(verbose=args.verbose)
+    log.configure("opsbot-diagnose", verbose=args.verbose)
     try:
         if args.command == "serve":
             return _serve(args)
         return _run(args)
-    except DiagnoseError as exc:
+    except OpsbotError as exc:
         print(f"opsbot-diagnose: {exc.message}", file=sys.stderr)
         if exc.hint:
             print(f"opsbot-diagnose: hint: {exc.hint}", file=sys.stderr)

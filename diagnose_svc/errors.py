@@ -6,19 +6,21 @@ to do about it, or None). Foreign exceptions are translated where they occur, wi
 
 ::
 
-    DiagnoseError                  base of everything below
-    ├── UsageError                 the unit or symptom a run was asked about is not acceptable
+    shared_io.errors.OpsbotError   base of every opsbot error
     ├── ConfigError                opsbot.toml cannot be read or does not validate; the message
-    │                              names the key path ("diagnose.health.web.url: ...")
-    ├── ToolError                  a read tool could not answer (bad arguments, unit not found,
-    │   │                          journal unreadable); the loop turns it into an error
-    │   │                          observation for the policy, never an exception out of the loop
-    │   └── CommandFailed          a subprocess could not start, timed out or exited non-zero
-    ├── PolicyError                the policy could not propose an action (model endpoint down,
-    │                              unusable answer); the run ends with a note of the evidence
-    └── ExecutorError              the executor could not be asked
-        ├── ExecutorUnavailable    its socket is missing, refuses, times out or hangs up
-        └── ExecutorProtocolError  it answered, but not with a reply to a submission
+    │                              names the file and the key path (shared_io.errors)
+    ├── CommandFailed              a subprocess could not start, timed out or exited non-zero
+    │                              (shared_io.errors; a read tool's failure, like ToolError)
+    └── DiagnoseError              base of the service's own
+        ├── UsageError             the unit or symptom a run was asked about is not acceptable
+        ├── ToolError              a read tool could not answer (bad arguments, unit not found,
+        │                          journal unreadable); the loop turns it into an error
+        │                          observation for the policy, never an exception out of the loop
+        ├── PolicyError            the policy could not propose an action (model endpoint down,
+        │                          unusable answer); the run ends with a note of the evidence
+        └── ExecutorError          the executor could not be asked
+            ├── ExecutorUnavailable    its socket is missing, refuses, times out or hangs up
+            └── ExecutorProtocolError  it answered, but not with a reply to a submission
 
 ``exit_status`` is what a command-line entry point exits with (sysexits.h), chosen so that
 ``Restart=on-failure`` retries what may pass (the executor being away) and an operator sees
@@ -27,19 +29,25 @@ the rest.
 
 from __future__ import annotations
 
+from shared_io.errors import CommandFailed, ConfigError, OpsbotError
 
-class DiagnoseError(Exception):
-    """Base of the diagnosis service's errors: ``message`` for the operator, ``hint``."""
+__all__ = [
+    "CommandFailed",
+    "ConfigError",
+    "DiagnoseError",
+    "ExecutorError",
+    "ExecutorProtocolError",
+    "ExecutorUnavailable",
+    "PolicyError",
+    "ToolError",
+    "UsageError",
+]
+
+
+class DiagnoseError(OpsbotError):
+    """Base of the diagnosis service's own errors."""
 
     exit_status = 1
-
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
-
-    def __str__(self) -> str:
-        return self.message if self.hint is None else f"{self.message} ({self.hint})"
 
 
 class UsageError(DiagnoseError):
@@ -48,20 +56,10 @@ class UsageError(DiagnoseError):
     exit_status = 64  # EX_USAGE
 
 
-class ConfigError(DiagnoseError):
-    """opsbot.toml cannot be read, is not TOML, or does not validate."""
-
-    exit_status = 78  # EX_CONFIG
-
-
 class ToolError(DiagnoseError):
     """A read tool could not answer; becomes an error observation for the policy."""
 
     exit_status = 70  # EX_SOFTWARE
-
-
-class CommandFailed(ToolError):
-    """A subprocess could not be started, timed out, or exited with a non-zero status."""
 
 
 class PolicyError(DiagnoseError):

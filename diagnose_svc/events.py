@@ -2,12 +2,12 @@
 
 ``diagnose.started`` once, ``diagnose.step`` for every step (every proposal the policy
 made, whoever answered it), ``diagnose.finished`` once with the verdict's outline. The
-models live in shared_schema.diagnosis: they are streamed to operators over the socket.
+models live in shared_schema.diagnose_socket: they are streamed to operators over the socket.
 """
 
 from collections.abc import Callable
 
-from shared_schema.diagnosis import Event, FinishedEvent, StartedEvent, StepEvent
+from shared_schema.diagnose_socket import Event, FinishedEvent, StartedEvent, StepEvent
 
 EventSink = Callable[[Event], None]
 

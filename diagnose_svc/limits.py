@@ -8,8 +8,6 @@ what a subprocess printed and what the journal holds are all cut to these sizes.
 OBSERVATION_LIMIT = 2000
 #: What a tool aims its own output at, leaving room for redaction markers.
 TOOL_OUTPUT_BUDGET = 1800
-#: Characters of a subprocess's stdout and stderr kept by default.
-COMMAND_OUTPUT_LIMIT = 2000
 #: Characters of machine-readable subprocess output kept for parsing.
 COMMAND_PARSE_LIMIT = 256 * 1024
 #: Seconds a systemctl query may take.

@@ -1,4 +1,5 @@
-"""Where the OpenAI-compatible model is and how to reach it: URL, model name, API key.
+"""Where a hosted model is and how to reach it: URL, model name, API key (for any
+provider: the OpenAI-compatible one today).
 
 Each value is taken from the first of these that has it (an empty value counts as unset):
 
@@ -9,8 +10,8 @@ Each value is taken from the first of these that has it (an empty value counts a
    do not live in config).
 
 The key is held as a :class:`pydantic.SecretStr`; its repr and str are asterisks, and no
-message or log event of this module contains it. Call :func:`resolve_openai_settings`
-only when ``[diagnose.model] kind = "openai"``.
+message or log event of this module contains it. Call :func:`resolve_model_endpoint`
+only when ``[diagnose.model] kind`` names a hosted model.
 
 Errors: :class:`ModelSettingsError`, a ``diagnose_svc.errors.ConfigError`` (``.message``,
 ``.hint``), for a missing or invalid value or an unreadable credential file.
@@ -44,8 +45,8 @@ class ModelSettingsError(ConfigError):
 
 
 @dataclass(frozen=True)
-class OpenAISettings:
-    """Everything :class:`~diagnose_svc.policies.OpenAICompatPolicy` needs to make requests.
+class ModelEndpoint:
+    """Everything a hosted model's policy needs to make requests.
 
     ``api_url`` is the API base, normalised without a trailing slash
     (``http://127.0.0.1:8080/v1``); it may carry no user info, query or fragment, so it
@@ -125,9 +126,9 @@ def _check_url(url: str, source: str) -> str:
     return str(parsed).rstrip("/")
 
 
-def resolve_openai_settings(
+def resolve_model_endpoint(
     config: ModelSettings, environ: Mapping[str, str] | None = None
-) -> OpenAISettings:
+) -> ModelEndpoint:
     """Resolve URL, model and key for ``kind = "openai"`` (see the module docstring).
 
     ``environ`` defaults to ``os.environ``; ``$CREDENTIALS_DIRECTORY`` is read from it.
@@ -164,7 +165,7 @@ def resolve_openai_settings(
     if key is not None:
         sources["api_key"] = source
 
-    return OpenAISettings(
+    return ModelEndpoint(
         api_url=url,
         model=model,
         api_key=None if key is None else SecretStr(key),

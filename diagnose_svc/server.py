@@ -1,38 +1,31 @@
 """``opsbot-diagnose serve``: diagnoses on request, over /run/opsbot/diagnose.sock.
 
 Socket-activated (opsbot-diagnose.socket, group opsbot-operators, mode 0660). Each
-connection sends one ``DiagnoseRequest`` line and gets, live, one JSON line per step
-event, then the verdict. At most ``MAX_RUNS`` diagnoses run at once; the service pings
-the systemd watchdog while it waits, and exits after ``idle_timeout`` seconds without a
-connection (the socket starts it again).
+connection sends one ``DiagnoseRequest`` line (at most 64 KiB, within
+``REQUEST_TIMEOUT`` seconds) and gets, live, one JSON line per step event, then the
+verdict. At most ``MAX_RUNS`` diagnoses run at once; the service pings the systemd
+watchdog while it waits, and exits after ``idle_timeout`` seconds without a connection
+(the socket starts it again).
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import socket
 import struct
-import threading
-import time
 from collections.abc import Callable
 
 import structlog
 from pydantic import ValidationError
 
-from shared_schema import MAX_MESSAGE_BYTES, WireError, decode_json_object
-from shared_schema.canonical import canonical_json
-from shared_schema.diagnosis import (
-    DiagnoseRequest,
-    ErrorMessage,
-    Event,
-    NoteVerdict,
-    PlanVerdict,
-    VerdictMessage,
-)
+from shared_io.framing import LineReader, MessageTooLarge, send_line
+from shared_io.server import ThreadedServer
+from shared_schema import MAX_MESSAGE_BYTES, WireError, decode_json_object, encode_message
+from shared_schema._model import Model
+from shared_schema.diagnose_socket import DiagnoseRequest, ErrorMessage, Event, VerdictMessage
 from shared_schema.errors import field_errors
+from shared_schema.messages import check_version
+from shared_schema.verdict import NoteVerdict, PlanVerdict
 
-SD_LISTEN_FDS_START = 3
 REQUEST_TIMEOUT = 10.0
 SEND_TIMEOUT = 10.0
 MAX_RUNS = 4
@@ -43,64 +36,61 @@ log = structlog.get_logger("opsbot.diagnose.server")
 Diagnose = Callable[[str, str, Callable[[Event], None]], PlanVerdict | NoteVerdict]
 
 
-def _line(model: object) -> bytes:
-    from pydantic import BaseModel
-
-    assert isinstance(model, BaseModel)
-    return canonical_json(model.model_dump(mode="json", exclude_none=True)) + b"\n"
-
-
 def _peer_uid(conn: socket.socket) -> int:
     raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     return int(struct.unpack("3i", raw)[1])
 
 
-def _read_request(conn: socket.socket) -> bytes:
-    conn.settimeout(REQUEST_TIMEOUT)
-    buffer = b""
-    deadline = time.monotonic() + REQUEST_TIMEOUT
-    while b"\n" not in buffer:
-        if len(buffer) > MAX_MESSAGE_BYTES:
-            raise WireError(f"request larger than {MAX_MESSAGE_BYTES} bytes")
-        if time.monotonic() > deadline:
-            raise WireError(f"no complete request within {REQUEST_TIMEOUT:g}s")
-        chunk = conn.recv(4096)
-        if not chunk:
-            break
-        buffer += chunk
-    return buffer.split(b"\n", 1)[0]
+def read_request(conn: socket.socket) -> DiagnoseRequest:
+    """The one request of a connection; WireError saying what is wrong with it."""
+    reader = LineReader(conn, MAX_MESSAGE_BYTES)
+    try:
+        line = reader.readline(REQUEST_TIMEOUT)
+    except MessageTooLarge as exc:
+        raise WireError(f"request larger than {MAX_MESSAGE_BYTES} bytes") from exc
+    except TimeoutError as exc:
+        raise WireError(f"no complete request within {REQUEST_TIMEOUT:g}s") from exc
+    if line is None:
+        raise WireError("the connection closed before a request")
+    try:
+        obj = decode_json_object(line)
+        check_version(obj, 1, "this diagnosis service")
+        return DiagnoseRequest.model_validate(obj)
+    except ValidationError as exc:
+        errors = "; ".join(str(e) for e in field_errors(exc))
+        raise WireError(f"bad request: {errors}") from exc
 
 
-class DiagnoseServer:
+class DiagnoseServer(ThreadedServer):
+    max_connections = MAX_RUNS
+    drain_seconds = 60.0
+    ready_status = "waiting for diagnosis requests"
+
     def __init__(
         self,
         listener: socket.socket,
         diagnose: Diagnose,
         idle_timeout: float,
-        notify: Callable[[str], None],
+        notify: Callable[[str], None] | bool = True,
     ) -> None:
-        self.listener = listener
+        super().__init__(listener, idle_timeout=idle_timeout, notify=notify)
         self.diagnose = diagnose
-        self.idle_timeout = idle_timeout
-        self.notify = notify
-        self.slots = threading.BoundedSemaphore(MAX_RUNS)
-        self.active = 0
-        self.lock = threading.Lock()
-        self.stopping = threading.Event()
 
-    def _handle(self, conn: socket.socket) -> None:
+    def busy(self) -> bytes:
+        message = f"{MAX_RUNS} diagnoses are already running; try again soon"
+        return encode_message(ErrorMessage(message=message))
+
+    def _send(self, conn: socket.socket, message: Model) -> None:
+        send_line(conn, encode_message(message), SEND_TIMEOUT)
+
+    def handle(self, conn: socket.socket) -> None:
         try:
             uid = _peer_uid(conn)
             try:
-                request = DiagnoseRequest.model_validate(decode_json_object(_read_request(conn)))
+                request = read_request(conn)
             except WireError as exc:
-                conn.sendall(_line(ErrorMessage(message=exc.message)))
+                self._send(conn, ErrorMessage(message=exc.message))
                 return
-            except ValidationError as exc:
-                errors = "; ".join(str(e) for e in field_errors(exc))
-                conn.sendall(_line(ErrorMessage(message=f"bad request: {errors}")))
-                return
-            conn.settimeout(SEND_TIMEOUT)
             client_gone = False
 
             def stream(event: Event) -> None:
@@ -108,77 +98,17 @@ class DiagnoseServer:
                 if client_gone:
                     return
                 try:
-                    conn.sendall(_line(event))
+                    self._send(conn, event)
                 except OSError:
                     client_gone = True  # the diagnosis goes on; its plan still matters
 
             log.info("diagnose.requested", unit=request.unit, peer_uid=uid)
             verdict = self.diagnose(request.unit, request.symptom, stream)
             if not client_gone:
-                conn.sendall(_line(VerdictMessage(verdict=verdict)))
+                self._send(conn, VerdictMessage(verdict=verdict))
         except Exception as exc:  # one bad run must not take the service down
             log.exception("diagnose.crashed", error=str(exc))
-            with contextlib.suppress(OSError):
-                conn.sendall(_line(ErrorMessage(message=f"diagnosis failed: {exc}")))
-        finally:
-            with contextlib.suppress(OSError):
-                conn.close()
-            with self.lock:
-                self.active -= 1
-            self.slots.release()
-
-    def serve(self) -> None:
-        self.listener.settimeout(1.0)
-        last = time.monotonic()
-        self.notify("READY=1\nSTATUS=waiting for diagnosis requests")
-        while not self.stopping.is_set():
-            self.notify("WATCHDOG=1")
             try:
-                conn, _ = self.listener.accept()
-            except TimeoutError:
-                with self.lock:
-                    idle = self.active == 0
-                if idle and self.idle_timeout > 0 and time.monotonic() - last > self.idle_timeout:
-                    log.info("diagnose.idle_exit")
-                    break
-                continue
-            last = time.monotonic()
-            if not self.slots.acquire(blocking=False):
-                with contextlib.suppress(OSError):
-                    conn.sendall(
-                        _line(
-                            ErrorMessage(
-                                message=f"{MAX_RUNS} diagnoses are already running; try again soon"
-                            )
-                        )
-                    )
-                conn.close()
-                continue
-            with self.lock:
-                self.active += 1
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
-        self.notify("STOPPING=1")
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with self.lock:
-                if self.active == 0:
-                    break
-            self.notify("WATCHDOG=1")
-            time.sleep(0.2)
-
-
-def activated_listener() -> socket.socket | None:
-    """The socket systemd passed us, if it did."""
-    if os.environ.get("LISTEN_PID") == str(os.getpid()) and os.environ.get("LISTEN_FDS") == "1":
-        return socket.socket(fileno=SD_LISTEN_FDS_START)
-    return None
-
-
-def bind_listener(path: str) -> socket.socket:
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.bind(path)
-    os.chmod(path, 0o660)
-    sock.listen(16)
-    return sock
+                self._send(conn, ErrorMessage(message=f"diagnosis failed: {exc}"))
+            except OSError:
+                pass

@@ -1,29 +1,30 @@
 """Applying approved plans: the only place where a step runs.
 
-For each plan, under the apply lock: an APPLYING plan left by a dead apply becomes
-INTERRUPTED; an old plan EXPIRED; an APPROVED plan is checked (stored bytes against its
-fingerprint, the approval file, today's policy), its approval consumed, every step's
-``expect`` re-checked against live state (any mismatch: STALE, nothing runs), then its
-steps run in order, each recorded before and after it runs. A plan without a valid
-approval never runs; no flag relaxes that (``dry_run`` runs nothing at all).
+For each stored plan, under the apply lock, :func:`executor_svc.gate.decide` says what
+may happen; then: an APPLYING plan left by a dead apply becomes INTERRUPTED; an old plan,
+or one whose approval ran out, EXPIRED; a plan today's policy refuses STALE; a refused
+approval is logged once and the plan keeps waiting. A plan that may run has its approval
+consumed, every step's ``expect`` re-checked against live state (any mismatch: STALE,
+nothing runs), then its steps run in order, each recorded before and after it runs. A
+plan without a valid approval never runs; no flag relaxes that (``dry_run`` makes the
+same decisions and runs nothing at all).
 """
 
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 import structlog
 
-from executor_svc.approvals import check_approval
-from executor_svc.errors import ApprovalRefused, ExecutorError, TamperedPlan
-from executor_svc.policy import policy_errors, step_argv
-from executor_svc.records import PlanRecord, StatusRecord
-from executor_svc.run import RunResult, run
+from executor_svc.errors import ExecutorError
+from executor_svc.gate import Decision, decide, precondition_mismatch
+from executor_svc.records import StatusRecord
 from executor_svc.states import transition
 from executor_svc.store import PlanStore
-from executor_svc.unit_state import UnitState, UnitStateError, expectation_mismatch, read_unit_state
+from executor_svc.unit_state import UnitState, read_unit_state
+from shared_io.run import RunResult, run
 from shared_schema import ExecutorPolicy, Plan, PlanState, StepRecord
 
 log = structlog.get_logger("opsbot.executor.apply")
@@ -40,6 +41,11 @@ class Outcome:
     ran: bool = False
 
 
+def run_step(argv: list[str], timeout: float) -> RunResult:
+    """One step: its argv, stdout and stderr together in the order they were written."""
+    return run(argv, timeout=timeout, merge_stderr=True)
+
+
 @dataclass
 class Applier:
     store: PlanStore
@@ -48,9 +54,7 @@ class Applier:
     actor: str
     now: Callable[[], datetime]
     read_state: Callable[[str], UnitState] = read_unit_state
-    run_step: Callable[[list[str], float], RunResult] = field(
-        default=lambda argv, timeout: run(argv, timeout=timeout)
-    )
+    run_step: Callable[[list[str], float], RunResult] = run_step
 
     def apply_all(self, *, dry_run: bool = False) -> list[Outcome]:
         if dry_run:
@@ -71,6 +75,20 @@ class Applier:
                     outcomes.append(outcome)
         return outcomes
 
+    def _decide(self, plan_id: str) -> tuple[StatusRecord, Decision]:
+        record = self.store.load(plan_id)
+        status = self.store.status(plan_id, record)
+        structlog.contextvars.bind_contextvars(sha256=record.sha256)
+        decision = decide(
+            self.store,
+            record,
+            status,
+            approvals_dir=self.approvals_dir,
+            policy=self.policy,
+            now=self.now(),
+        )
+        return status, decision
+
     # -- one plan -----------------------------------------------------------------------
 
     def _save(self, status: StatusRecord) -> StatusRecord:
@@ -85,6 +103,10 @@ class Applier:
         log.info(f"plan.{new.lower()}", state=str(new), reason=reason or None)
         return moved
 
+    def _ended(self, status: StatusRecord, new: PlanState, decision: Decision) -> Outcome:
+        done = self._move(status, new, decision.reason)
+        return Outcome(done.plan_id, done.state, done.reason, decision.argv)
+
     def _refuse(self, status: StatusRecord, reason: str) -> Outcome:
         # Logged once per distinct reason, so a timer does not repeat it every minute.
         if status.refusal != reason:
@@ -93,75 +115,36 @@ class Applier:
         return Outcome(status.plan_id, status.state, f"not run: {reason}")
 
     def _apply_one(self, plan_id: str) -> Outcome | None:
-        record = self.store.load(plan_id)
-        status = self.store.status(plan_id, record)
-        structlog.contextvars.bind_contextvars(sha256=record.sha256)
-        if status.state is PlanState.APPLYING:
+        status, decision = self._decide(plan_id)
+        if decision.action == "skip":
+            return None
+        if decision.action == "interrupt":
             steps = [
                 s.model_copy(update={"outcome": "failed", "output": s.output + "\n[apply died]"})
                 if s.outcome == "running"
                 else s
                 for s in status.steps
             ]
-            done = self._move(
-                status,
-                PlanState.INTERRUPTED,
-                "an earlier apply stopped half-way; it is never resumed: diagnose again",
-                steps=steps,
-            )
+            done = self._move(status, PlanState.INTERRUPTED, decision.reason, steps=steps)
             return Outcome(plan_id, done.state, done.reason)
-        if status.state.is_final:
-            return None
-        if self.now() - record.submitted_at > timedelta(seconds=self.policy.plan_ttl_seconds):
-            done = self._move(
-                status,
-                PlanState.EXPIRED,
-                f"older than plan_ttl_seconds={self.policy.plan_ttl_seconds}",
-            )
-            return Outcome(plan_id, done.state, done.reason)
-        if status.state is PlanState.PROPOSED:
-            return Outcome(plan_id, status.state, "waiting for approval")
-        return self._apply_approved(record, status)
-
-    def _apply_approved(self, record: PlanRecord, status: StatusRecord) -> Outcome:
-        plan_id = record.plan_id
-        try:
-            plan = self.store.verified_plan(record)
-            checked = check_approval(self.approvals_dir, record, self.store, self.now())
-        except TamperedPlan as exc:
-            return self._refuse(status, exc.message)
-        except ApprovalRefused as exc:
-            if exc.message.startswith("approval expired"):
-                done = self._move(status, PlanState.EXPIRED, exc.message)
-                return Outcome(plan_id, done.state, done.reason)
-            return self._refuse(status, exc.message)
-        argv = step_argv(plan)
-        errors = policy_errors(plan, self.policy)
-        if errors:
-            reason = "today's policy refuses it: " + "; ".join(str(e) for e in errors)
-            done = self._move(status, PlanState.STALE, reason)
-            return Outcome(plan_id, done.state, reason, argv)
+        if decision.action == "expire":
+            return self._ended(status, PlanState.EXPIRED, decision)
+        if decision.action == "wait":
+            return Outcome(plan_id, status.state, decision.reason)
+        if decision.action == "refuse":
+            return self._refuse(status, decision.reason)
+        if decision.action == "stale":
+            return self._ended(status, PlanState.STALE, decision)
+        assert decision.plan is not None and decision.approval is not None
+        checked = decision.approval
         if not self.store.consume(plan_id, checked.file_sha256, self.actor, self.now()):
             return self._refuse(status, "approval was already used by another apply")
         log.info("approval.consumed", approver=checked.approval.approver)
-        mismatch = self._precondition_mismatch(plan)
+        mismatch = precondition_mismatch(decision.plan, self.read_state)
         if mismatch:
             done = self._move(status, PlanState.STALE, mismatch)
-            return Outcome(plan_id, done.state, mismatch, argv)
-        return self._run_steps(plan, status, argv)
-
-    def _precondition_mismatch(self, plan: Plan) -> str | None:
-        for index, step in enumerate(plan.steps):
-            if step.expect is None:
-                continue
-            try:
-                state = self.read_state(step.args.unit)
-            except UnitStateError as exc:
-                return f"step {index + 1}: {exc.message}"
-            mismatch = expectation_mismatch(step.expect, state)
-            if mismatch:
-                return f"step {index + 1}: {mismatch}"
-        return None
+            return Outcome(plan_id, done.state, mismatch, decision.argv)
+        return self._run_steps(decision.plan, status, decision.argv)
 
     def _run_steps(self, plan: Plan, status: StatusRecord, argv: list[list[str]]) -> Outcome:
         records = [
@@ -211,25 +194,20 @@ class Applier:
 
     def _dry_run(self, plan_id: str) -> Outcome | None:
         try:
-            record = self.store.load(plan_id)
-            status = self.store.status(plan_id, record)
-            if status.state.is_final:
-                return None
-            plan = self.store.verified_plan(record)
-            argv = step_argv(plan)
-            ttl = self.policy.plan_ttl_seconds
-            if self.now() - record.submitted_at > timedelta(seconds=ttl):
-                return Outcome(
-                    plan_id, status.state, f"would not run: older than plan_ttl_seconds={ttl}", argv
-                )
-            if status.state is not PlanState.APPROVED:
-                return Outcome(plan_id, status.state, "would not run: not approved", argv)
-            check_approval(self.approvals_dir, record, self.store, self.now())
+            status, decision = self._decide(plan_id)
         except ExecutorError as exc:
             return Outcome(plan_id, PlanState.PROPOSED, f"would not run: {exc.message}")
-        errors = policy_errors(plan, self.policy)
-        if errors:
-            return Outcome(
-                plan_id, status.state, "would not run: " + "; ".join(str(e) for e in errors), argv
-            )
-        return Outcome(plan_id, status.state, "would run (dry run: nothing was run)", argv)
+        finally:
+            structlog.contextvars.unbind_contextvars("sha256")
+        state, argv = status.state, decision.argv
+        if decision.action == "skip":
+            return None
+        if decision.action == "wait":
+            return Outcome(plan_id, state, "would not run: not approved", argv)
+        if decision.action == "interrupt":
+            return Outcome(plan_id, state, f"would become INTERRUPTED: {decision.reason}", argv)
+        if decision.action == "expire":
+            return Outcome(plan_id, state, f"would not run: {decision.reason}", argv)
+        if decision.action in ("refuse", "stale"):
+            return Outcome(plan_id, state, f"would not run: {decision.reason}", argv)
+        return Outcome(plan_id, state, "would run (dry run: nothing was run)", argv)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from executor_svc.errors import ApprovalRefused
+from executor_svc.errors import ApprovalExpired, ApprovalRefused
 from executor_svc.records import PlanRecord
 from executor_svc.store import PlanStore, write_atomic
 from shared_schema import Approval, canonical_json, sha256_hex
@@ -114,7 +114,7 @@ def check_approval(
             f"{record.plan_id} has {record.sha256[:12]}...; approve the plan again"
         )
     if approval.expired(now):
-        raise ApprovalRefused(f"approval expired at {approval.expires_at.isoformat()}")
+        raise ApprovalExpired(f"approval expired at {approval.expires_at.isoformat()}")
     if store.is_consumed(record.plan_id):
         raise ApprovalRefused("approval was already used by an earlier apply")
     return CheckedApproval(approval, sha256_hex(data))

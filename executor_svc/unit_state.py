@@ -2,7 +2,8 @@
 
 from dataclasses import dataclass
 
-from executor_svc.run import run
+from executor_svc.errors import ExecutorError
+from shared_io.run import run
 from shared_schema import Expect
 
 _PROPERTIES = ("LoadState", "ActiveState", "SubState", "InvocationID")
@@ -20,10 +21,8 @@ class UnitState:
         return f"{self.unit} is {self.active_state}/{self.sub_state} (load: {self.load_state})"
 
 
-class UnitStateError(Exception):
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+class UnitStateError(ExecutorError):
+    """The live state of a unit could not be read."""
 
 
 def read_unit_state(unit: str, timeout: float = 15.0) -> UnitState:
@@ -35,7 +34,7 @@ def read_unit_state(unit: str, timeout: float = 15.0) -> UnitState:
         "--",
         unit,
     ]
-    result = run(argv, timeout=timeout)
+    result = run(argv, timeout=timeout, merge_stderr=True)
     if not result.ok:
         raise UnitStateError(
             f"cannot read the state of {unit}: {result.error or result.output.strip()[:200]}"

@@ -14,7 +14,7 @@ Engines:
 * ``atheris`` (default): libFuzzer through atheris, with ``shared_schema`` and
   ``executor_svc`` instrumented, so inputs that reach new branches of the framing,
   decoding, validation and policy code are kept and mutated further. Seeded with the
-  crafted attacks of tests/attacks/wire_attacks.py.
+  crafted attacks of testbed/wire_attacks.py.
 * ``mutate``: no atheris needed; byte-level mutations (flip, insert, delete, splice,
   poison bytes) of the same seeds, guided by line coverage of the same packages taken
   with ``sys.settrace`` (an input that covers a new line joins the corpus).
@@ -38,7 +38,6 @@ printed; ``messages`` counts the answers, since one input may hold many messages
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import os
@@ -60,20 +59,21 @@ try:
 except ImportError:  # the mutate engine needs no atheris
     atheris = None
 
-INSTRUMENTED = ("shared_schema", "executor_svc")
+INSTRUMENTED = ("shared_schema", "shared_io", "executor_svc")
 
 
 def _import_target() -> None:
     global Server, Roles, ExecutorService, PlanStore, utcnow, policy_errors
     global parse_reply, MAX_MESSAGE_BYTES, encode_message, SubmitPlan, POLICY, SEEDS, VALID_PLAN
+    global exchange, Hang
     from executor_svc.daemon import Server
     from executor_svc.peer import Roles
     from executor_svc.policy import policy_errors
     from executor_svc.service import ExecutorService
     from executor_svc.store import PlanStore, utcnow
     from shared_schema import MAX_MESSAGE_BYTES, SubmitPlan, encode_message, parse_reply
-    from tests.attacks.inproc import POLICY
-    from tests.attacks.wire_attacks import SEEDS, VALID_PLAN
+    from testbed.inproc import POLICY, Hang, exchange
+    from testbed.wire_attacks import SEEDS, VALID_PLAN
 
 
 class Target:
@@ -135,27 +135,10 @@ class Target:
         (self.artifacts / f"{name}.txt").write_text(why + "\n")
 
     def _exchange(self, data: bytes, timeout: float = 10.0) -> list[bytes] | None:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(timeout)
-            sock.connect(self.address)
-            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                sock.sendall(data)
-                sock.shutdown(socket.SHUT_WR)
-            chunks = []
-            deadline = time.monotonic() + timeout
-            while True:
-                if time.monotonic() > deadline:
-                    return None
-                try:
-                    chunk = sock.recv(65536)
-                except ConnectionResetError:
-                    break
-                except TimeoutError:
-                    return None
-                if not chunk:
-                    break
-                chunks.append(chunk)
-        return [line for line in b"".join(chunks).split(b"\n") if line]
+        try:
+            return exchange(self.address, data, timeout=timeout)
+        except Hang:
+            return None
 
     def _check_store(self) -> str | None:
         names = [n for n in os.listdir(self.store.plans) if not n.startswith(".tmp-")]
@@ -239,9 +222,34 @@ class Target:
 
 # -- the mutate engine ---------------------------------------------------------------------
 
-POISON = [b"\x00", b"\xff", b"\xc0\x80", b"\xed\xa0\x80", b"\n", b"\\", b'"', b"{", b"}",
-          b"[", b"]", b",", b":", b"\\ud800", b"\\u0000", b"\x1b[2J", b"1e999", b"NaN",
-          b"-", b"0", b"9" * 20, b"true", b"null", b'"unit"', b'"tool"', b'"steps"']
+POISON = [
+    b"\x00",
+    b"\xff",
+    b"\xc0\x80",
+    b"\xed\xa0\x80",
+    b"\n",
+    b"\\",
+    b'"',
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b",",
+    b":",
+    b"\\ud800",
+    b"\\u0000",
+    b"\x1b[2J",
+    b"1e999",
+    b"NaN",
+    b"-",
+    b"0",
+    b"9" * 20,
+    b"true",
+    b"null",
+    b'"unit"',
+    b'"tool"',
+    b'"steps"',
+]
 
 
 def mutate(rng: random.Random, data: bytes, corpus: list[bytes]) -> bytes:
@@ -304,8 +312,10 @@ def run_mutate(target: Target, runs: int, seed: int) -> dict[str, object]:
         else:
             target.one(data)
         if target.figures["cases"] % 10000 == 0:
-            print(json.dumps(target.summary("mutate", corpus=len(corpus), lines=len(seen))),
-                  flush=True)
+            print(
+                json.dumps(target.summary("mutate", corpus=len(corpus), lines=len(seen))),
+                flush=True,
+            )
     return target.summary("mutate", corpus=len(corpus), lines_covered=len(seen))
 
 
@@ -317,8 +327,12 @@ def main() -> int:
     parser.add_argument("--engine", choices=("atheris", "mutate"), default="atheris")
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--artifacts", type=Path, default=None,
-                        help="where failing inputs go (default: in the run's temp directory)")
+    parser.add_argument(
+        "--artifacts",
+        type=Path,
+        default=None,
+        help="where failing inputs go (default: in the run's temp directory)",
+    )
     args, libfuzzer_args = parser.parse_known_args()
     if args.engine == "atheris" and atheris is None:
         parser.error("atheris is not installed: pip install atheris, or --engine mutate")
@@ -346,14 +360,20 @@ def main() -> int:
         if target.figures["cases"] % 10000 == 0:
             print(json.dumps(target.summary("atheris")), flush=True)
         if target.figures["cases"] >= args.runs:
-            print(json.dumps(target.summary("atheris", corpus=len(os.listdir(corpus)))),
-                  flush=True)
+            print(json.dumps(target.summary("atheris", corpus=len(os.listdir(corpus)))), flush=True)
             target.finish()
             os._exit(0)
 
     atheris.Setup(
-        [sys.argv[0], f"-seed={args.seed}", "-max_len=70000", "-timeout=30",
-         "-rss_limit_mb=4096", *libfuzzer_args, str(corpus)],
+        [
+            sys.argv[0],
+            f"-seed={args.seed}",
+            "-max_len=70000",
+            "-timeout=30",
+            "-rss_limit_mb=4096",
+            *libfuzzer_args,
+            str(corpus),
+        ],
         one_input,
     )
     atheris.Fuzz()

@@ -60,6 +60,31 @@ if [ "$without_polkit" = 1 ]; then
     install -m 0644 "$src/units/without-polkit/tmpfiles.conf" /etc/tmpfiles.d/opsbot.conf
     [ -d /var/lib/opsbot ] && chown -R root:root /var/lib/opsbot
 fi
+# Diagnosis must not reach the executor's code or the console's: hide them from its units
+# at the OS level, at the paths this venv really has (no python3.X in the unit files).
+step "hiding the executor and the console from the diagnose units"
+hidden=$("$venv/bin/python" -I - <<'PY'
+import importlib.util, os, sys
+for name in ("executor_svc", "opsbot_cli"):
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit(f"install.sh: {name} is not installed in this venv")
+    for location in spec.submodule_search_locations:
+        print(os.path.realpath(location))
+PY
+)
+for unit in opsbot-diagnose.service opsbot-onfailure@.service; do
+    dropin="/etc/systemd/system/$unit.d/50-opsbot-paths.conf"
+    install -d -m 0755 "$(dirname "$dropin")"
+    {
+        echo "# Written by packaging/install.sh: what diagnosis may never reach on this host."
+        echo "[Service]"
+        for path in $hidden "$venv/bin/opsbot" "$venv/bin/opsbot-executor" "$venv/bin/opsbot-apply"; do
+            echo "InaccessiblePaths=-$path"
+        done
+    } > "$dropin"
+    chmod 0644 "$dropin"
+done
 systemd-sysusers /etc/sysusers.d/opsbot.conf
 systemd-tmpfiles --create /etc/tmpfiles.d/opsbot.conf
 if [ ! -e /etc/opsbot/opsbot.toml ]; then

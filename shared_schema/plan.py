@@ -4,15 +4,15 @@ The plan is the only thing that crosses from diagnosis to execution. Its canonic
 is what is stored, fingerprinted, approved and run; nothing else is.
 """
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-from pydantic import Field, StrictBool, ValidationError, model_validator
+from pydantic import Field, StrictBool, ValidationError, create_model, model_validator
 
 from shared_schema._model import Model
 from shared_schema.canonical import canonical_json, sha256_hex
 from shared_schema.errors import FieldError, field_errors
 from shared_schema.text import Goal, Reason
-from shared_schema.units import UnitName
+from shared_schema.write_tools import WRITE_TOOL_TABLE, WRITE_TOOLS, UnitArgs, WriteTool
 
 MAX_STEPS = 8
 
@@ -25,12 +25,6 @@ ActiveState = Literal[
     "deactivating",
     "maintenance",
 ]
-
-
-class UnitArgs(Model):
-    """Arguments of every unit tool: the one unit it acts on."""
-
-    unit: UnitName
 
 
 class Expect(Model):
@@ -57,44 +51,38 @@ class Expect(Model):
         return self
 
 
-class _UnitStep(Model):
+class StepModel(Model):
+    """A plan step: a write tool, its arguments, an optional precondition and reason.
+
+    Each write tool of the table has its own subclass (``RestartUnit`` ...) whose
+    ``tool`` is that tool's name and whose ``args`` are that tool's model; ``Step`` is
+    their union, told apart by ``tool``.
+    """
+
+    tool: str
     args: UnitArgs
     expect: Expect | None = None
     reason: Reason | None = None
 
 
-class RestartUnit(_UnitStep):
-    tool: Literal["restart_unit"]
+def _step_model(tool: WriteTool) -> type[StepModel]:
+    name: Any = Literal[tool.name]  # a Literal made at run time: one per row of the table
+    return create_model(
+        tool.model_name,
+        __base__=StepModel,
+        __doc__=f"{tool.name}: {tool.summary}.",
+        __module__=__name__,
+        tool=(name, ...),
+        args=(tool.args, ...),
+    )
 
 
-class ReloadUnit(_UnitStep):
-    tool: Literal["reload_unit"]
+STEP_MODELS: dict[str, type[StepModel]] = {t.name: _step_model(t) for t in WRITE_TOOL_TABLE}
 
-
-class StartUnit(_UnitStep):
-    tool: Literal["start_unit"]
-
-
-class StopUnit(_UnitStep):
-    tool: Literal["stop_unit"]
-
-
-class ResetFailedUnit(_UnitStep):
-    tool: Literal["reset_failed_unit"]
-
-
-Step = Annotated[
-    RestartUnit | ReloadUnit | StartUnit | StopUnit | ResetFailedUnit,
-    Field(discriminator="tool"),
-]
-
-WRITE_TOOLS: tuple[str, ...] = (
-    "restart_unit",
-    "reload_unit",
-    "start_unit",
-    "stop_unit",
-    "reset_failed_unit",
-)
+if TYPE_CHECKING:
+    Step = StepModel
+else:
+    Step = Annotated[Union[tuple(STEP_MODELS.values())], Field(discriminator="tool")]  # noqa: UP007
 
 
 class Plan(Model):

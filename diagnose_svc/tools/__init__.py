@@ -1,8 +1,10 @@
 """The read tools of the diagnosis service, and their dispatch table.
 
 Each tool lives in its own module and registers itself in :data:`READ_TOOLS` (name ->
-:class:`Tool`: argument model, function, description = the function's docstring, which is
-what a policy sees). Write tools do not exist here; they live only in the executor.
+:class:`Tool`: argument model, output model, function, description = the function's
+docstring, which is what a policy sees). Loading this package imports every module in
+it, so a new tool is one new module. Write tools do not exist here; they live only in the
+executor.
 
 ===================  ===============  ===============================================
 tool                 arguments        returns
@@ -14,8 +16,13 @@ list_failed_units    NoArgs           FailedUnits
 ===================  ===============  ===============================================
 """
 
+import importlib
+import pkgutil
+
 from diagnose_svc.tools._registry import (
+    EVIDENCE_WORDS,
     READ_TOOLS,
+    EvidenceKind,
     Tool,
     ToolArgs,
     ToolContext,
@@ -28,18 +35,11 @@ from diagnose_svc.tools.list_failed_units import FailedUnit, FailedUnits, NoArgs
 from diagnose_svc.tools.read_unit_status import DependencyState, UnitArgs, UnitStatus
 from diagnose_svc.tools.tail_journal import JournalArgs, JournalLine, JournalTail
 
-#: What each tool returns, by tool name: how an observation is read back.
-OUTPUT_MODELS: dict[str, type[ToolOutput]] = {
-    "read_unit_status": UnitStatus,
-    "http_get_health": HealthResult,
-    "tail_journal": JournalTail,
-    "list_failed_units": FailedUnits,
-}
-
 __all__ = [
-    "OUTPUT_MODELS",
+    "EVIDENCE_WORDS",
     "READ_TOOLS",
     "DependencyState",
+    "EvidenceKind",
     "FailedUnit",
     "FailedUnits",
     "HealthArgs",
@@ -57,3 +57,12 @@ __all__ = [
     "make_tool",
     "read_tool",
 ]
+
+
+def _load_every_tool() -> None:
+    for module in pkgutil.iter_modules(__path__):
+        if not module.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{module.name}")
+
+
+_load_every_tool()

@@ -3,15 +3,23 @@
 A tool is a function ``(args, context) -> ToolOutput`` whose arguments are a pydantic
 model and whose docstring is the description a policy (possibly a model) sees. Each tool
 module registers itself with :func:`read_tool`; the table is :data:`READ_TOOLS`.
+
+A tool declares what it gives, so that the runtime names no tool: its output model (the
+function's return annotation), and through its argument model the kind of evidence a
+call gives (``gives``: the ``state`` of a unit, its ``journal``, a ``health`` target)
+about the subject its arguments name (:meth:`ToolArgs.subject`). The readiness rule (a
+plan acts only on units whose state was read) and the "unknown" list of a note are made
+from these declarations.
 """
 
 from __future__ import annotations
 
 import inspect
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -19,11 +27,27 @@ from diagnose_svc.actions import ToolSpec
 from diagnose_svc.errors import ToolError
 from shared_schema import DiagnoseSettings, field_errors
 
+#: What a call can establish: a unit's live state, a unit's journal, a health target.
+EvidenceKind = Literal["state", "journal", "health"]
+#: In words, for a note that lists what is still unknown.
+EVIDENCE_WORDS: dict[EvidenceKind, str] = {
+    "state": "the state of",
+    "journal": "the journal of",
+    "health": "health target",
+}
+
 
 class ToolArgs(BaseModel):
     """Base of every tool's arguments: unknown arguments are errors, strings are strict."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    #: The kind of evidence a call with these arguments gives (None: nothing specific).
+    gives: ClassVar[EvidenceKind | None] = None
+
+    def subject(self) -> str | None:
+        """What the call is about (a unit, a target), for the evidence it gives."""
+        return None
 
 
 class ToolOutput(BaseModel):
@@ -37,6 +61,11 @@ class ToolOutput(BaseModel):
 
     def related_units(self) -> list[str]:
         """Units this output points at that deserve a look (e.g. failed dependencies)."""
+        return []
+
+    def established(self) -> list[str]:
+        """Names the answer establishes evidence for, besides the subject asked about
+        (a unit's own name when it was asked for by an alias)."""
         return []
 
 
@@ -62,8 +91,13 @@ class Tool:
 
     name: str
     args_model: type[ToolArgs]
+    output_model: type[ToolOutput]
     function: Callable[[Any, ToolContext], ToolOutput]
     description: str
+
+    @property
+    def gives(self) -> EvidenceKind | None:
+        return self.args_model.gives
 
     def spec(self) -> ToolSpec:
         """The tool as a policy sees it."""
@@ -88,13 +122,18 @@ class Tool:
 def make_tool(
     args_model: type[A], function: Callable[[A, ToolContext], O], name: str | None = None
 ) -> Tool:
-    """A Tool for ``function``, described by its docstring."""
+    """A Tool for ``function``, described by its docstring; its output model is the
+    function's return annotation."""
     doc = inspect.getdoc(function)
     if not doc:
         raise TypeError(f"tool {function.__name__} needs a docstring: it is its description")
+    output = typing.get_type_hints(function).get("return")
+    if not (isinstance(output, type) and issubclass(output, ToolOutput)):
+        raise TypeError(f"tool {function.__name__} must be annotated to return a ToolOutput")
     return Tool(
         name=name or function.__name__,
         args_model=args_model,
+        output_model=output,
         function=function,
         description=doc,
     )

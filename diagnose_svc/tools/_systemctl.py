@@ -6,9 +6,9 @@ import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from diagnose_svc.errors import CommandFailed
-from diagnose_svc.limits import COMMAND_PARSE_LIMIT
-from diagnose_svc.run import run
+from diagnose_svc.limits import COMMAND_PARSE_LIMIT, COMMAND_TIMEOUT_SECONDS
+from shared_io.errors import CommandFailed
+from shared_io.run import run
 
 _TIMESTAMP = re.compile(
     r"(?:[A-Z][a-z]{2} )?(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2})(\.\d{1,6})? UTC"
@@ -29,7 +29,7 @@ def show(units: Sequence[str], properties: Sequence[str]) -> list[dict[str, str]
         "--",
         *units,
     ]
-    result = run(argv, output_limit=COMMAND_PARSE_LIMIT).check()
+    result = run(argv, timeout=COMMAND_TIMEOUT_SECONDS, output_limit=COMMAND_PARSE_LIMIT).check()
     if result.truncated:
         raise CommandFailed(f"systemctl show printed more than {COMMAND_PARSE_LIMIT} characters")
     blocks = parse_show(result.stdout)

@@ -24,7 +24,11 @@ Outcome = Literal["ok", "unexpected_status", "timeout", "connection_refused", "c
 
 
 class HealthArgs(ToolArgs):
+    gives = "health"
     target: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")]
+
+    def subject(self) -> str:
+        return self.target
 
 
 class HealthResult(ToolOutput):

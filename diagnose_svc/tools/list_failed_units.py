@@ -5,10 +5,15 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from diagnose_svc._model import Model
-from diagnose_svc.errors import CommandFailed
-from diagnose_svc.limits import COMMAND_PARSE_LIMIT, FAILED_UNITS_LIMIT, TOOL_OUTPUT_BUDGET
-from diagnose_svc.run import run
+from diagnose_svc.limits import (
+    COMMAND_PARSE_LIMIT,
+    COMMAND_TIMEOUT_SECONDS,
+    FAILED_UNITS_LIMIT,
+    TOOL_OUTPUT_BUDGET,
+)
 from diagnose_svc.tools._registry import ToolArgs, ToolContext, ToolOutput, read_tool
+from shared_io.errors import CommandFailed
+from shared_io.run import run
 
 ARGV = ("systemctl", "list-units", "--state=failed", "--output=json", "--no-pager")
 
@@ -89,5 +94,5 @@ def list_failed_units(args: NoArgs, context: ToolContext) -> FailedUnits:
 
     Takes no arguments.
     """
-    result = run(ARGV, output_limit=COMMAND_PARSE_LIMIT).check()
+    result = run(ARGV, timeout=COMMAND_TIMEOUT_SECONDS, output_limit=COMMAND_PARSE_LIMIT).check()
     return parse_failed_units(result.stdout)

@@ -47,7 +47,11 @@ UNHEALTHY_STATES = ("failed", "inactive")
 
 
 class UnitArgs(ToolArgs):
+    gives = "state"
     unit: UnitName
+
+    def subject(self) -> str:
+        return self.unit
 
 
 class DependencyState(Model):
@@ -127,6 +131,9 @@ class UnitStatus(ToolOutput):
 
     def related_units(self) -> list[str]:
         return [d.unit for d in self.unhealthy_dependencies]
+
+    def established(self) -> list[str]:
+        return [self.unit] if self.unit else []
 
 
 def _units(value: str) -> list[str]:

@@ -34,10 +34,14 @@ MAX_SINCE = timedelta(days=31)
 
 
 class JournalArgs(ToolArgs):
+    gives = "journal"
     unit: UnitName
     lines: Annotated[int, Field(ge=1, le=JOURNAL_MAX_LINES)] = JOURNAL_DEFAULT_LINES
     since: Annotated[str, Field(max_length=40)] | None = None
     own_output_only: bool = False
+
+    def subject(self) -> str:
+        return self.unit
 
     @field_validator("since")
     @classmethod

@@ -4,6 +4,6 @@ from executor_svc.tools import systemctl, write_tool
 from shared_schema import UnitArgs
 
 
-@write_tool("reload_unit", verb="reload")
+@write_tool("reload_unit")
 def argv(args: UnitArgs) -> list[str]:
     return systemctl("reload", args.unit)

@@ -4,6 +4,6 @@ from executor_svc.tools import systemctl, write_tool
 from shared_schema import UnitArgs
 
 
-@write_tool("reset_failed_unit", verb="reset-failed")
+@write_tool("reset_failed_unit")
 def argv(args: UnitArgs) -> list[str]:
     return systemctl("reset-failed", args.unit)

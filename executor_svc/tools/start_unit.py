@@ -4,6 +4,6 @@ from executor_svc.tools import systemctl, write_tool
 from shared_schema import UnitArgs
 
 
-@write_tool("start_unit", verb="start")
+@write_tool("start_unit")
 def argv(args: UnitArgs) -> list[str]:
     return systemctl("start", args.unit)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import structlog
 
+from testbed.skips import skip_unless
 from tests.integration.conftest import container, opsbot  # noqa: F401
 
 HERE = Path(__file__).resolve().parent
@@ -44,8 +45,4 @@ def _fresh_logging() -> Iterator[None]:
 def root() -> None:
     """For attacks that mount a tmpfs or run a client as another user: root is needed.
     Skips without it, except under CI (``CI=true``), where that fails."""
-    if os.geteuid() != 0:
-        message = "this attack needs root (mount, setuid)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+    skip_unless(os.geteuid() == 0, "this attack needs root (mount, setuid)")

@@ -10,10 +10,9 @@ import secrets
 from collections.abc import Iterator
 from typing import Any
 
-from tests.integration.conftest import PYTHON
-from tests.integration.container import BootedSystemd
-from tests.integration.helpers import invocation, restart_plan, submit
-from tests.integration.helpers import opsbot as cli
+from testbed.container import BootedSystemd
+from testbed.host import PYTHON, invocation, restart_plan, submit
+from testbed.host import opsbot as cli
 
 APPROVALS = "/var/lib/opsbot-approvals"
 STATE = "/var/lib/opsbot"
@@ -108,7 +107,7 @@ def edited_file(ct: BootedSystemd, path: str, text: str) -> Iterator[None]:
 STORE_AUDIT = """
 import json, os
 from pathlib import Path
-from executor_svc.config import load_config
+from shared_io.config import load_config
 from executor_svc.policy import policy_errors
 from executor_svc.store import PlanStore
 from executor_svc.tools import TOOLS

@@ -22,8 +22,11 @@ LIST = b'{"op":"list","v":1}\n'
 
 
 def main() -> int:
-    path, drippers, hoarders, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(
-        sys.argv[4]
+    path, drippers, hoarders, seconds = (
+        sys.argv[1],
+        int(sys.argv[2]),
+        int(sys.argv[3]),
+        float(sys.argv[4]),
     )
     result: dict[str, list[object]] = {"drip": [], "hoard": []}
     lock = threading.Lock()

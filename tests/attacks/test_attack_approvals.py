@@ -17,6 +17,8 @@ from collections.abc import Iterator
 import pytest
 
 from shared_schema import canonical_json, sha256_hex
+from testbed.container import BootedSystemd
+from testbed.host import TEST_CONFIG
 from tests.attacks.inside import (
     APPROVALS,
     CONFIG,
@@ -36,8 +38,6 @@ from tests.attacks.inside import (
     starts_of,
     state_and_reason,
 )
-from tests.integration.conftest import TEST_CONFIG
-from tests.integration.container import BootedSystemd
 
 DB = "demo-db.service"
 WEB = "demo-web.service"
@@ -49,9 +49,12 @@ def ct(opsbot: BootedSystemd) -> Iterator[BootedSystemd]:
     only the tests run the apply."""
     opsbot.systemctl("stop", "opsbot-apply.path", "opsbot-apply.timer")
     opsbot.wait_for(
-        lambda: opsbot.systemctl("is-active", "opsbot-apply.service", check=False).stdout.strip()
-        != "activating",
-        timeout=60, what="no apply running",
+        lambda: (
+            opsbot.systemctl("is-active", "opsbot-apply.service", check=False).stdout.strip()
+            != "activating"
+        ),
+        timeout=60,
+        what="no apply running",
     )
     try:
         yield opsbot
@@ -59,8 +62,9 @@ def ct(opsbot: BootedSystemd) -> Iterator[BootedSystemd]:
         opsbot.systemctl("start", "opsbot-apply.path", "opsbot-apply.timer")
 
 
-def refused(ct: BootedSystemd, plan_id: str, unit: str, before: str, reason: str,
-            state: str = "APPROVED") -> None:
+def refused(
+    ct: BootedSystemd, plan_id: str, unit: str, before: str, reason: str, state: str = "APPROVED"
+) -> None:
     """After an apply: ``plan_id`` is in ``state`` with ``reason`` in its reason, no step
     of it was recorded, and ``unit`` kept its invocation."""
     seen_state, seen_reason = state_and_reason(ct, plan_id)
@@ -232,8 +236,10 @@ def test_a_plan_the_policy_no_longer_allows_goes_stale(ct: BootedSystemd) -> Non
     restored after."""
     before = invocation(ct, DB)
     plan_id = approved(ct, DB, "policy changed")
-    narrower = TEST_CONFIG.replace('restart_unit = ["demo-web.service", "demo-db.service"]',
-                                   'restart_unit = ["demo-web.service"]')
+    narrower = TEST_CONFIG.replace(
+        'restart_unit = ["demo-web.service", "demo-db.service"]',
+        'restart_unit = ["demo-web.service"]',
+    )
     assert narrower != TEST_CONFIG
     with edited_file(ct, CONFIG, narrower):
         apply_now(ct)
@@ -250,8 +256,14 @@ def test_plan_ids_with_path_separators_go_nowhere(ct: BootedSystemd) -> None:
     no file. An approval under a crafted name (a backup copy, other case, a leading dot)
     is not an approval; one whose plan_id is a path is invalid; a plan file that is a
     symlink to another plan's record cannot be approved. Nothing runs."""
-    for argv in (["approve", "../x"], ["approve", f"../../{STATE}/plans/x"], ["show", "a/b"],
-                 ["show", ".."], ["reject", "x/../y"], ["audit", "../../etc/passwd"]):
+    for argv in (
+        ["approve", "../x"],
+        ["approve", f"../../{STATE}/plans/x"],
+        ["show", "a/b"],
+        ["show", ".."],
+        ["reject", "x/../y"],
+        ["audit", "../../etc/passwd"],
+    ):
         result = cli(ct, *argv, check=False)
         assert result.returncode == 2, (argv, result)
         assert "is not a plan id" in result.stderr
@@ -260,8 +272,13 @@ def test_plan_ids_with_path_separators_go_nowhere(ct: BootedSystemd) -> None:
     plan_id = approved(ct, DB, "crafted names")
     path = approval_path(plan_id)
     good = ct.run(["cat", path]).stdout
-    crafted = [f"{path}.bak", f"{path}~", f"{APPROVALS}/.{plan_id}.approval",
-               f"{APPROVALS}/{plan_id}.APPROVAL", f"{APPROVALS}/{plan_id}.json"]
+    crafted = [
+        f"{path}.bak",
+        f"{path}~",
+        f"{APPROVALS}/.{plan_id}.approval",
+        f"{APPROVALS}/{plan_id}.APPROVAL",
+        f"{APPROVALS}/{plan_id}.json",
+    ]
     ct.run(["rm", path])
     for name in crafted:
         ct.write_file(name, good)
@@ -296,11 +313,24 @@ def test_racing_applies_restart_the_unit_exactly_once(ct: BootedSystemd) -> None
     plan_id = approved(ct, DB, "racing applies")
     before = invocation(ct, DB)
     since = cursor(ct)
-    argv = ["nsenter", "-t", str(ct.pid), "-a", "runuser", "-u", "opsbot-executor", "--",
-            "/opt/opsbot/venv/bin/opsbot", "apply", "--json"]
+    argv = [
+        "nsenter",
+        "-t",
+        str(ct.pid),
+        "-a",
+        "runuser",
+        "-u",
+        "opsbot-executor",
+        "--",
+        "/opt/opsbot/venv/bin/opsbot",
+        "apply",
+        "--json",
+    ]
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
-    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-             for _ in range(4)]
+    procs = [
+        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        for _ in range(4)
+    ]
     outputs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0] * 4, outputs
     ran = [o for out, _ in outputs for o in json.loads(out) if o["plan_id"] == plan_id and o["ran"]]

@@ -26,11 +26,11 @@ from structlog.testing import capture_logs
 
 from executor_svc.peer import Roles
 from shared_schema import parse_reply
-from tests.attacks.inproc import REPO, running_executor, submit_bytes
-from tests.attacks.inproc import plan as make_plan
-from tests.integration.container import BootedSystemd
-from tests.integration.helpers import opsbot as cli
-from tests.integration.helpers import request, restart_plan, send_raw, submit
+from testbed.container import BootedSystemd
+from testbed.host import opsbot as cli
+from testbed.host import request, restart_plan, send_raw, submit
+from testbed.inproc import REPO, running_executor, submit_bytes
+from testbed.inproc import plan as make_plan
 
 NOBODY = 65534
 # A stdlib-only client, run as another user: connect, optionally wait, send stdin, print
@@ -103,11 +103,13 @@ def test_a_stranger_is_refused_before_its_message_is_read(
     sent a byte; a valid submit sent after that is never parsed or stored; the log
     shows request.refused and no request.malformed or plan event."""
     roles = Roles(diagnose_user="opsbot-diagnose", operators_group="root")
-    with capture_logs() as logs, running_executor(
-        tmp_path / "state", "\0" + abstract_name, roles
-    ) as ex:
-        first, text = _as_user(abstract_name, submit_bytes(make_plan("stranger")), NOBODY,
-                               NOBODY, pause=1.5)
+    with (
+        capture_logs() as logs,
+        running_executor(tmp_path / "state", "\0" + abstract_name, roles) as ex,
+    ):
+        first, text = _as_user(
+            abstract_name, submit_bytes(make_plan("stranger")), NOBODY, NOBODY, pause=1.5
+        )
         assert ex.store.ids() == []
     assert first is not None and first < 1.0, "the refusal waited for the message"
     [reply] = _replies(text)
@@ -140,8 +142,7 @@ def test_roles_decide_ops_operator_lists_diagnose_submits(
     list and show get REJECT (show even for an id that exists: no oracle)."""
     operator = Roles(diagnose_user="opsbot-diagnose", operators_group="nogroup")
     with running_executor(tmp_path / "op", "\0" + abstract_name + "o", operator) as ex:
-        _, text = _as_user(abstract_name + "o", submit_bytes(make_plan("operator")), NOBODY,
-                           NOBODY)
+        _, text = _as_user(abstract_name + "o", submit_bytes(make_plan("operator")), NOBODY, NOBODY)
         [reply] = _replies(text)
         assert reply.verdict == "REJECT" and reply.reason == "nobody (operator) may not submit"
         assert ex.store.ids() == []
@@ -150,14 +151,17 @@ def test_roles_decide_ops_operator_lists_diagnose_submits(
 
     diagnose = Roles(diagnose_user="nobody", operators_group="root")
     with running_executor(tmp_path / "dg", "\0" + abstract_name + "d", diagnose) as ex:
-        _, text = _as_user(abstract_name + "d", submit_bytes(make_plan("diagnose")), NOBODY,
-                           NOBODY)
+        _, text = _as_user(abstract_name + "d", submit_bytes(make_plan("diagnose")), NOBODY, NOBODY)
         [accept] = _replies(text)
         assert accept.verdict == "ACCEPT"
-        for message in ({"v": 1, "op": "list"}, {"v": 1, "op": "show", "plan_id": accept.plan_id},
-                        {"v": 1, "op": "show", "plan_id": "20000101-000000-00000000"}):
-            _, text = _as_user(abstract_name + "d", json.dumps(message).encode() + b"\n",
-                               NOBODY, NOBODY)
+        for message in (
+            {"v": 1, "op": "list"},
+            {"v": 1, "op": "show", "plan_id": accept.plan_id},
+            {"v": 1, "op": "show", "plan_id": "20000101-000000-00000000"},
+        ):
+            _, text = _as_user(
+                abstract_name + "d", json.dumps(message).encode() + b"\n", NOBODY, NOBODY
+            )
             [reply] = _replies(text)
             assert reply.verdict == "REJECT", reply
             assert reply.reason == f"nobody (diagnose) may not {message['op']}"
@@ -181,8 +185,12 @@ def test_socket_owner_and_mode_are_what_the_unit_says(opsbot: BootedSystemd, uni
     section = _socket_unit(unit)
     path = section["ListenStream"]
     seen = opsbot.run(["stat", "-c", "%U %G %a %F", path]).stdout.strip().split(maxsplit=3)
-    assert seen == [section["SocketUser"], section["SocketGroup"],
-                    section["SocketMode"].lstrip("0"), "socket"]
+    assert seen == [
+        section["SocketUser"],
+        section["SocketGroup"],
+        section["SocketMode"].lstrip("0"),
+        "socket",
+    ]
     assert int(section["SocketMode"], 8) & 0o007 == 0
     directory = opsbot.run(["stat", "-c", "%U %a", str(Path(path).parent)]).stdout.split()
     assert directory == ["root", section["DirectoryMode"].lstrip("0")]
@@ -195,10 +203,13 @@ def test_a_stranger_cannot_connect_to_either_socket(opsbot: BootedSystemd) -> No
     before = {p["plan_id"] for p in json.loads(cli(opsbot, "plans", "--json").stdout)}
     for sock in ("/run/opsbot/executor.sock", "/run/opsbot/diagnose.sock"):
         proc = opsbot.run(
-            ["/opt/opsbot/venv/bin/python", "/usr/src/opsbot/tests/integration/sock_client.py",
-             sock],
-            user="mallory", input=json.dumps({"v": 1, "op": "submit",
-                                             "plan": restart_plan("demo-web.service")}),
+            [
+                "/opt/opsbot/venv/bin/python",
+                "/usr/src/opsbot/testbed/inside/socket_client.py",
+                sock,
+            ],
+            user="mallory",
+            input=json.dumps({"v": 1, "op": "submit", "plan": restart_plan("demo-web.service")}),
             check=False,
         )
         assert proc.returncode == 3 and "Permission denied" in proc.stderr, proc
@@ -220,14 +231,15 @@ def test_operator_cannot_submit_and_diagnose_cannot_list_or_show(opsbot: BootedS
 
     accepted = submit(opsbot, restart_plan("demo-db.service", goal=goal + " (diagnose)"))
     assert accepted["verdict"] == "ACCEPT"
-    for message in ({"v": 1, "op": "list"},
-                    {"v": 1, "op": "show", "plan_id": accepted["plan_id"]},
-                    {"v": 1, "op": "show", "plan_id": "20000101-000000-00000000"}):
+    for message in (
+        {"v": 1, "op": "list"},
+        {"v": 1, "op": "show", "plan_id": accepted["plan_id"]},
+        {"v": 1, "op": "show", "plan_id": "20000101-000000-00000000"},
+    ):
         reply = request(opsbot, message)
         assert reply["verdict"] == "REJECT", reply
         assert reply["reason"] == f"opsbot-diagnose (diagnose) may not {message['op']}"
-    shown = request(opsbot, {"v": 1, "op": "show", "plan_id": accepted["plan_id"]},
-                    user="olivia")
+    shown = request(opsbot, {"v": 1, "op": "show", "plan_id": accepted["plan_id"]}, user="olivia")
     assert shown["verdict"] == "PLAN"
     cli(opsbot, "reject", accepted["plan_id"], "--reason", "attack test cleanup")
 
@@ -235,13 +247,15 @@ def test_operator_cannot_submit_and_diagnose_cannot_list_or_show(opsbot: BootedS
 def test_only_root_approves_and_writes_approvals(opsbot: BootedSystemd) -> None:
     """olivia cannot `opsbot approve` (root only), cannot write into the approvals
     directory, and cannot read the executor's state directory."""
-    reply = submit(opsbot, restart_plan("demo-db.service",
-                                        goal=f"attack: olivia approves {time.time()}"))
+    reply = submit(
+        opsbot, restart_plan("demo-db.service", goal=f"attack: olivia approves {time.time()}")
+    )
     plan_id = reply["plan_id"]
     approve = cli(opsbot, "approve", plan_id, user="olivia", check=False)
     assert approve.returncode == 2 and "approve must run as root" in approve.stderr
-    forged = opsbot.run(["touch", f"/var/lib/opsbot-approvals/{plan_id}.approval"],
-                        user="olivia", check=False)
+    forged = opsbot.run(
+        ["touch", f"/var/lib/opsbot-approvals/{plan_id}.approval"], user="olivia", check=False
+    )
     assert forged.returncode != 0 and "Permission denied" in forged.stderr
     state = opsbot.run(["ls", "/var/lib/opsbot/plans"], user="olivia", check=False)
     assert state.returncode != 0 and "Permission denied" in state.stderr

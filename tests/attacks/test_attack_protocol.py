@@ -28,9 +28,11 @@ import structlog
 from hypothesis import HealthCheck, given, settings
 
 from executor_svc import daemon
-from shared_schema import MAX_MESSAGE_BYTES, encode_message, parse_reply
-from shared_schema.wire import ListPlans
-from tests.attacks.inproc import (
+from shared_schema import MAX_MESSAGE_BYTES, ListPlans, encode_message, parse_reply
+from testbed.container import BootedSystemd
+from testbed.host import PYTHON, REPO, restart_plan, submit
+from testbed.host import opsbot as cli
+from testbed.inproc import (
     InProcessExecutor,
     exchange,
     one_reply,
@@ -39,7 +41,7 @@ from tests.attacks.inproc import (
     running_executor,
     submit_bytes,
 )
-from tests.attacks.wire_attacks import (
+from testbed.wire_attacks import (
     EMPTY,
     MALFORMED,
     VALID_FRAMINGS,
@@ -49,10 +51,6 @@ from tests.attacks.wire_attacks import (
     messages,
     mutated_plans,
 )
-from tests.integration.conftest import PYTHON, REPO
-from tests.integration.container import BootedSystemd
-from tests.integration.helpers import opsbot as cli
-from tests.integration.helpers import restart_plan, submit
 
 FUZZ = settings(
     derandomize=True,
@@ -118,16 +116,25 @@ def test_a_plan_with_thousands_of_errors_gets_one_bounded_revise(
     """6000 unknown keys in a 50 KB plan, or one 60000-character tool name: the answer is
     one REVISE line of at most 64 KiB that parse_reply reads (the first 20 errors, each
     cut to 200 characters, and one saying how many more), not the 350 KB it used to be."""
-    many = line({"v": 1, "op": "submit",
-                 "plan": {**VALID_PLAN, **{f"{i:x}": 1 for i in range(6000)}}})
+    many = line(
+        {"v": 1, "op": "submit", "plan": {**VALID_PLAN, **{f"{i:x}": 1 for i in range(6000)}}}
+    )
     [raw] = exchange(executor.address, many)
     reply = parse_reply(raw)
     assert reply.verdict == "REVISE" and len(raw) <= MAX_MESSAGE_BYTES
     assert len(reply.errors) == 21
     assert reply.errors[0].message == "Extra inputs are not permitted"
     assert reply.errors[-1].message == "... and 5980 more errors"
-    long_tool = line({"v": 1, "op": "submit", "plan": {"goal": "x", "steps": [
-        {"tool": "t" * 60000, "args": {"unit": "demo-web.service"}}]}})
+    long_tool = line(
+        {
+            "v": 1,
+            "op": "submit",
+            "plan": {
+                "goal": "x",
+                "steps": [{"tool": "t" * 60000, "args": {"unit": "demo-web.service"}}],
+            },
+        }
+    )
     [raw] = exchange(executor.address, long_tool)
     reply = parse_reply(raw)
     assert reply.verdict == "REVISE" and len(raw) < 1024
@@ -160,8 +167,12 @@ def test_any_message_is_answered_well_or_not_at_all(executor: InProcessExecutor)
             counts[verdict] = counts.get(verdict, 0) + 1
 
     attack()
-    report("hypothesis-messages", examples=2000, verdicts=counts,
-           plans_stored=executor.assert_store_valid())
+    report(
+        "hypothesis-messages",
+        examples=2000,
+        verdicts=counts,
+        plans_stored=executor.assert_store_valid(),
+    )
 
 
 def test_a_valid_envelope_around_a_mutated_plan_is_revised_or_allowed(
@@ -181,8 +192,12 @@ def test_a_valid_envelope_around_a_mutated_plan_is_revised_or_allowed(
         counts[verdicts[0]] = counts.get(verdicts[0], 0) + 1
 
     attack()
-    report("hypothesis-plans", examples=800, verdicts=counts,
-           plans_stored=executor.assert_store_valid())
+    report(
+        "hypothesis-plans",
+        examples=800,
+        verdicts=counts,
+        plans_stored=executor.assert_store_valid(),
+    )
 
 
 def test_envelopes_with_any_fields_never_reach_the_store_unvalidated(
@@ -329,12 +344,26 @@ def test_slow_clients_do_not_block_the_socket_activated_daemon(opsbot: BootedSys
     each time); the drippers get REJECT "no complete message within 10s" and the
     hoarders are cut off."""
     ct = opsbot
-    argv = ["nsenter", "-t", str(ct.pid), "-a", "runuser", "-u", "opsbot-diagnose", "--",
-            PYTHON, f"{REPO}/tests/attacks/slow_clients.py", "/run/opsbot/executor.sock",
-            "10", "10", "13"]
+    argv = [
+        "nsenter",
+        "-t",
+        str(ct.pid),
+        "-a",
+        "runuser",
+        "-u",
+        "opsbot-diagnose",
+        "--",
+        PYTHON,
+        f"{REPO}/tests/attacks/slow_clients.py",
+        "/run/opsbot/executor.sock",
+        "10",
+        "10",
+        "13",
+    ]
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                          text=True) as attackers:
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True
+    ) as attackers:
         time.sleep(1.5)
         latencies, ids = [], []
         for number in range(5):
@@ -355,5 +384,8 @@ def test_slow_clients_do_not_block_the_socket_activated_daemon(opsbot: BootedSys
     assert len(result["hoard"]) == 10 and all(cut is not None for cut in result["hoard"])
     for plan_id in ids:
         cli(ct, "reject", plan_id, "--reason", "attack test cleanup", check=False)
-    report("slow-clients-container", max_submit_latency_s=round(max(latencies), 2),
-           hoarders_cut_off_after_s=max(result["hoard"]))
+    report(
+        "slow-clients-container",
+        max_submit_latency_s=round(max(latencies), 2),
+        hoarders_cut_off_after_s=max(result["hoard"]),
+    )

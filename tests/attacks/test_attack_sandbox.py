@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from tests.attacks.inproc import REPO
+from testbed.container import BootedSystemd
+from testbed.host import PYTHON
+from testbed.inproc import REPO
 from tests.attacks.inside import APPROVALS, STATE, invocation, propose, reject_quietly
-from tests.integration.conftest import PYTHON
-from tests.integration.container import BootedSystemd
 
 SITE = "/opt/opsbot/venv/lib/python3.11/site-packages"
 SCORES = json.loads((REPO / "units" / "security-scores.json").read_text())
@@ -54,11 +54,28 @@ def refused(result: subprocess.CompletedProcess[str], *why: str) -> None:
         ["systemctl", "--no-ask-password", "reset-failed", "demo-web.service"],
         ["systemctl", "--no-ask-password", "daemon-reload"],
         ["systemd-run", "--no-ask-password", "--unit=attack-escape", "/bin/true"],
-        ["busctl", "call", "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-         "org.freedesktop.systemd1.Manager", "RestartUnit", "ss", "demo-web.service", "replace"],
+        [
+            "busctl",
+            "call",
+            "org.freedesktop.systemd1",
+            "/org/freedesktop/systemd1",
+            "org.freedesktop.systemd1.Manager",
+            "RestartUnit",
+            "ss",
+            "demo-web.service",
+            "replace",
+        ],
     ],
-    ids=["restart", "stop", "start", "kill", "reset-failed", "daemon-reload", "systemd-run",
-         "busctl-RestartUnit"],
+    ids=[
+        "restart",
+        "stop",
+        "start",
+        "kill",
+        "reset-failed",
+        "daemon-reload",
+        "systemd-run",
+        "busctl-RestartUnit",
+    ],
 )
 def test_systemd_refuses_the_diagnose_service_any_change(
     opsbot: BootedSystemd, argv: list[str]
@@ -67,31 +84,55 @@ def test_systemd_refuses_the_diagnose_service_any_change(
     D-Bus method itself: polkit says no to the diagnose user, and demo-web keeps its
     invocation."""
     before = invocation(opsbot, "demo-web.service")
-    refused(as_diagnose(opsbot, *argv), "Interactive authentication required", "Access denied",
-            "Permission denied")
+    refused(
+        as_diagnose(opsbot, *argv),
+        "Interactive authentication required",
+        "Access denied",
+        "Permission denied",
+    )
     assert invocation(opsbot, "demo-web.service") == before
 
 
 def test_the_executors_code_cannot_be_imported_or_read(opsbot: BootedSystemd) -> None:
-    """Inside the diagnose sandbox the executor's package and its entry points are
-    inaccessible: no module of it imports (the bare package name is an empty namespace),
-    its source cannot be read or listed, the `opsbot` and `opsbot-executor` programs
-    cannot run; the diagnosis code itself still imports."""
-    ok = as_diagnose(opsbot, PYTHON, "-c", "import diagnose_svc.runtime; print('ok')")
+    """Inside the diagnose sandbox the executor's package, the console's and their entry
+    points are inaccessible: no module of them imports (the bare package name is an empty
+    namespace), their source cannot be read or listed, the `opsbot`, `opsbot-executor`
+    and `opsbot-apply` programs cannot run; the diagnosis code and the shared host I/O
+    still import."""
+    ok = as_diagnose(
+        opsbot, PYTHON, "-c", "import diagnose_svc.runtime, shared_io.run; print('ok')"
+    )
     assert ok.stdout.strip() == "ok", ok.stderr
-    for module in ("executor_svc.apply", "executor_svc.tools", "executor_svc.cli",
-                   "executor_svc.run"):
+    for module in (
+        "executor_svc.apply",
+        "executor_svc.tools",
+        "executor_svc.gate",
+        "opsbot_cli.main",
+        "opsbot_cli.approve",
+    ):
         blocked = as_diagnose(opsbot, PYTHON, "-c", f"import {module}")
         refused(blocked, f"No module named '{module}'")
     # The name alone still resolves, to an empty namespace package: the inaccessible
     # directory has no readable __init__.py, so Python finds no code in it.
-    empty = as_diagnose(opsbot, PYTHON, "-c", "import executor_svc as e; "
-                        "print(getattr(e, '__file__', None), dir(e).count('TOOLS'))")
+    empty = as_diagnose(
+        opsbot,
+        PYTHON,
+        "-c",
+        "import executor_svc as e; print(getattr(e, '__file__', None), dir(e).count('TOOLS'))",
+    )
     assert empty.stdout.split() == ["None", "0"], empty
-    refused(as_diagnose(opsbot, "cat", f"{SITE}/executor_svc/apply.py"), "Permission denied",
-            "No such file")
+    refused(
+        as_diagnose(opsbot, "cat", f"{SITE}/executor_svc/apply.py"),
+        "Permission denied",
+        "No such file",
+    )
     refused(as_diagnose(opsbot, "ls", f"{SITE}/executor_svc"), "Permission denied")
-    for program in ("/opt/opsbot/venv/bin/opsbot", "/opt/opsbot/venv/bin/opsbot-executor"):
+    refused(as_diagnose(opsbot, "ls", f"{SITE}/opsbot_cli"), "Permission denied")
+    for program in (
+        "/opt/opsbot/venv/bin/opsbot",
+        "/opt/opsbot/venv/bin/opsbot-executor",
+        "/opt/opsbot/venv/bin/opsbot-apply",
+    ):
         refused(as_diagnose(opsbot, program, "apply"), "Permission denied")
 
 
@@ -103,24 +144,38 @@ def test_state_and_approvals_cannot_be_read_or_written(opsbot: BootedSystemd) ->
     plan_id = propose(opsbot, "demo-db.service", "sandbox target")
     # A root-owned file where its approval would be (not an approval: nothing may run).
     opsbot.write_file(f"{APPROVALS}/{plan_id}.approval", "root's eyes only\n", mode=0o644)
+    # Every directory a write below is tried in exists, so that only the sandbox (EACCES,
+    # EROFS) can refuse it, never a missing parent, whatever ran before this test.
+    for directory in ("/etc/systemd/system/demo-web.service.d", "/etc/polkit-1/rules.d"):
+        opsbot.run(["mkdir", "-p", directory])
     try:
         for path in (STATE, f"{STATE}/plans", APPROVALS):
             refused(as_diagnose(opsbot, "ls", path), "Permission denied")
         for path in (f"{STATE}/plans/{plan_id}.json", f"{APPROVALS}/{plan_id}.approval"):
             refused(as_diagnose(opsbot, "cat", path), "Permission denied")
-        for path in (f"{STATE}/plans/{plan_id}.json", f"{STATE}/status/{plan_id}.json",
-                     f"{APPROVALS}/{plan_id}.approval", f"{APPROVALS}/20000101-000000-0badc0de"
-                     ".approval", "/etc/opsbot/opsbot.toml",
-                     "/etc/systemd/system/demo-web.service.d/99-attack.conf",
-                     "/etc/polkit-1/rules.d/00-attack.rules"):
-            refused(as_diagnose(opsbot, "touch", path), "Permission denied",
-                    "Read-only file system", "No such file or directory")
-        refused(as_diagnose(opsbot, "rm", "-f", "/run/opsbot/executor.sock"),
-                "Permission denied")
-        refused(as_diagnose(opsbot, PYTHON, "-c",
-                            "import socket; socket.socket(socket.AF_UNIX)"
-                            ".bind('/run/opsbot/evil.sock')"),
-                "Permission denied", "Read-only file system")
+        for path in (
+            f"{STATE}/plans/{plan_id}.json",
+            f"{STATE}/status/{plan_id}.json",
+            f"{APPROVALS}/{plan_id}.approval",
+            f"{APPROVALS}/20000101-000000-0badc0de.approval",
+            "/etc/opsbot/opsbot.toml",
+            "/etc/systemd/system/demo-web.service.d/99-attack.conf",
+            "/etc/polkit-1/rules.d/00-attack.rules",
+        ):
+            refused(
+                as_diagnose(opsbot, "touch", path), "Permission denied", "Read-only file system"
+            )
+        refused(as_diagnose(opsbot, "rm", "-f", "/run/opsbot/executor.sock"), "Permission denied")
+        refused(
+            as_diagnose(
+                opsbot,
+                PYTHON,
+                "-c",
+                "import socket; socket.socket(socket.AF_UNIX).bind('/run/opsbot/evil.sock')",
+            ),
+            "Permission denied",
+            "Read-only file system",
+        )
     finally:
         opsbot.run(["rm", "-f", f"{APPROVALS}/{plan_id}.approval"])
         reject_quietly(opsbot, plan_id)

@@ -1,4 +1,4 @@
-"""Smoke tests for the systemd container bench itself (tests/integration/container.py)."""
+"""Smoke tests for the systemd container bench itself (testbed/container.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.container import REPO_MOUNT, REPO_ROOT, BootedSystemd
+from testbed.container import REPO_MOUNT, REPO_ROOT, BootedSystemd
 
 PROBE = "bench-probe.service"
 PLAIN_USER = "benchuser"

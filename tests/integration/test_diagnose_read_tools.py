@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.container import REPO_MOUNT, BootedSystemd
+from testbed.container import REPO_MOUNT, BootedSystemd
 
 PYTHON = "/opt/opsbot/venv/bin/python"
 READER = "diagtest-reader"

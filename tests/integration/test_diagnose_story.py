@@ -13,10 +13,9 @@ import re
 import time
 from typing import Any
 
-from tests.integration.conftest import PYTHON
-from tests.integration.container import BootedSystemd
-from tests.integration.helpers import LLM_URL, plan_state, start_scripted_model
-from tests.integration.helpers import opsbot as cli
+from testbed.container import BootedSystemd
+from testbed.host import LLM_URL, PYTHON, plan_state, start_scripted_model
+from testbed.host import opsbot as cli
 
 
 def _kill(ct: BootedSystemd, unit: str) -> None:

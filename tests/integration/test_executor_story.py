@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from tests.integration.container import BootedSystemd
-from tests.integration.helpers import (
+from testbed.container import BootedSystemd
+from testbed.host import (
     invocation,
     opsbot,
     plan_state,

@@ -5,23 +5,19 @@ still restarts its unit. Uses a container of its own, with polkit masked."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.conftest import DEMO_UNIT, REPO, TEST_CONFIG
-from tests.integration.container import BootedSystemd, can_boot
-from tests.integration.helpers import invocation, restart_plan, submit, wait_state
+from testbed.container import BootedSystemd, can_boot
+from testbed.host import DEMO_UNIT, REPO, TEST_CONFIG, invocation, restart_plan, submit, wait_state
+from testbed.skips import skip_unless
 
 
 @pytest.fixture(scope="module")
 def rootmode() -> Iterator[BootedSystemd]:
     ok, reason = can_boot()
-    if not ok:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    skip_unless(ok, reason)
     with BootedSystemd() as ct:
         ct.systemctl("mask", "--now", "polkit.service")
         ct.write_file("/etc/opsbot/opsbot.toml", TEST_CONFIG)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from testbed.container import BootedSystemd
+from testbed.stack import DEFAULT_STACK, RENAMED_STACK, Stack, install, reset, uninstall
 from tests.integration import conftest as integration
-from tests.integration.container import BootedSystemd
-from tests.scenarios.stack import DEFAULT_STACK, RENAMED_STACK, Stack, install, reset, uninstall
 
 HERE = Path(__file__).resolve().parent
 #: The booted container: tests/integration's session fixture, registered here too.

@@ -57,8 +57,10 @@ def write_report() -> Path | None:
 
 
 def table() -> list[str]:
-    lines = [f"{'policy':<9}{'stack':<9}{'#':>2} {'scenario':<22}{'verdict':<8}{'ok':<4}"
-             f"{'harm':<5}{'steps':>5}{'tokens':>7}{'secs':>7}  applied"]
+    lines = [
+        f"{'policy':<9}{'stack':<9}{'#':>2} {'scenario':<22}{'verdict':<8}{'ok':<4}"
+        f"{'harm':<5}{'steps':>5}{'tokens':>7}{'secs':>7}  applied"
+    ]
     for r in RECORDS:
         lines.append(
             f"{r.policy:<9}{r.stack:<9}{r.scenario:>2} {r.name:<22}{r.verdict:<8}"
@@ -67,6 +69,7 @@ def table() -> list[str]:
         )
     matching = sum(r.matches for r in RECORDS)
     harmful = sum(r.harmful for r in RECORDS)
-    lines.append(f"{matching}/{len(RECORDS)} verdicts match the expected answer; "
-                 f"{harmful} harmful plan(s)")
+    lines.append(
+        f"{matching}/{len(RECORDS)} verdicts match the expected answer; {harmful} harmful plan(s)"
+    )
     return lines

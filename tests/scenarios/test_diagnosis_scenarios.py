@@ -17,26 +17,13 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import REPO
-from tests.integration.container import BootedSystemd
-from tests.integration.helpers import LLM_PORT, start_scripted_model
-from tests.scenarios.faults import INJECTORS, Fault
-from tests.scenarios.observe import http_probe
+from testbed.container import BootedSystemd
+from testbed.faults import INJECTORS, Fault
+from testbed.host import LLM_PORT, REPO, start_scripted_model
+from testbed.observe import http_probe
+from testbed.stack import DEFAULT_STACK, Stack, reset, wait_healthy
 from tests.scenarios.report import RECORDS, ScenarioRecord
-from tests.scenarios.stack import DEFAULT_STACK, Stack, reset, wait_healthy
 
-#: Which unit the operator asks about in each scenario (what they would type).
-TARGET = {
-    1: "app",
-    2: "proxy",
-    3: "app",
-    4: "proxy",
-    5: "app",
-    6: "app",
-    7: "app",
-    8: "app",
-    9: "proxy",
-}
 HEALTH_HOLD_SECONDS = 6.0
 OPENAI_DROPIN = f"""\
 [Service]
@@ -93,10 +80,6 @@ def _stack_name(stack: Stack) -> str:
     return "default" if stack == DEFAULT_STACK else "renamed"
 
 
-def _target(stack: Stack, scenario: int) -> str:
-    return stack.proxy_unit if TARGET[scenario] == "proxy" else stack.app_unit
-
-
 def _script_for(fault: Fault, unit: str) -> dict[str, Any]:
     """Scripted model turns that read the evidence and give the expected answer."""
     turns: list[dict[str, Any]] = []
@@ -142,7 +125,7 @@ def test_scenario(configured: tuple[BootedSystemd, Stack, str], scenario: int) -
     ct, stack, policy = configured
     reset(ct, stack)
     fault = INJECTORS[scenario - 1](ct, stack)
-    unit = _target(stack, scenario)
+    unit = fault.asked_about
     if policy == "openai":
         start_scripted_model(ct, _script_for(fault, unit))
     verdict, seconds = _diagnose(ct, unit, fault.symptom)

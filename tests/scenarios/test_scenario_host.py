@@ -9,16 +9,16 @@ import tomllib
 import pytest
 
 from shared_schema.config import OpsbotConfig
-from tests.integration.container import BootedSystemd
-from tests.scenarios import faults
-from tests.scenarios.faults import ANY, START_ISH, ExpectedStep, Fault, Harmful
-from tests.scenarios.observe import (
+from testbed import faults
+from testbed.container import BootedSystemd
+from testbed.faults import ANY, START_ISH, ExpectedStep, Fault, Harmful
+from testbed.observe import (
     find_journal_entry,
     http_probe,
     journal_cursor,
     unit_properties,
 )
-from tests.scenarios.stack import (
+from testbed.stack import (
     DEFAULT_STACK,
     NGINX_SITE,
     RENAMED_STACK,
@@ -32,8 +32,9 @@ STACKS = [pytest.param(DEFAULT_STACK, id="default"), pytest.param(RENAMED_STACK,
 
 
 def state(ct: BootedSystemd, unit: str, *extra: str) -> dict[str, str]:
-    return unit_properties(ct, unit, ("LoadState", "ActiveState", "SubState", "Result",
-                                      "NRestarts", "MainPID", *extra))
+    return unit_properties(
+        ct, unit, ("LoadState", "ActiveState", "SubState", "Result", "NRestarts", "MainPID", *extra)
+    )
 
 
 def assert_running(ct: BootedSystemd, *units: str) -> None:
@@ -47,6 +48,7 @@ def status(ct: BootedSystemd, url: str) -> int:
 
 
 # -- the stack and its config ---------------------------------------------------------------
+
 
 @pytest.mark.parametrize("naming", STACKS)
 def test_opsbot_config_allows_exactly_the_three_units(naming: Stack) -> None:
@@ -70,8 +72,15 @@ def test_opsbot_config_allows_exactly_the_three_units(naming: Stack) -> None:
 def test_stack_refuses_names_and_ports_it_cannot_use() -> None:
     """A stack cannot take nginx's name, opsbot's or systemd's, port 80 or PostgreSQL's 5432,
     or give app and db the same name or port."""
-    for bad in ({"app": "nginx"}, {"db": "opsbot-db"}, {"app": "db"}, {"db_port": 5432},
-                {"app_port": 80}, {"app_port": 5433}, {"app": "App"}):
+    for bad in (
+        {"app": "nginx"},
+        {"db": "opsbot-db"},
+        {"app": "db"},
+        {"db_port": 5432},
+        {"app_port": 80},
+        {"app_port": 5433},
+        {"app": "App"},
+    ):
         with pytest.raises(ValueError):
             Stack(**bad)
 
@@ -82,16 +91,31 @@ def test_installed_stack_is_real(container: BootedSystemd, stack: Stack) -> None
     Python units live in /usr/local/lib (so they can be masked) and the app binds to the db."""
     ct = container
     assert_running(ct, *stack.units)
-    app = unit_properties(ct, stack.app_unit, ("FragmentPath", "BindsTo", "After", "Restart",
-                                               "StartLimitBurst", "StartLimitIntervalUSec"))
+    app = unit_properties(
+        ct,
+        stack.app_unit,
+        (
+            "FragmentPath",
+            "BindsTo",
+            "After",
+            "Restart",
+            "StartLimitBurst",
+            "StartLimitIntervalUSec",
+        ),
+    )
     assert app["FragmentPath"] == f"{UNIT_DIR}/{stack.app_unit}"
     assert stack.db_unit in app["BindsTo"].split() and stack.db_unit in app["After"].split()
     assert (app["Restart"], app["StartLimitBurst"], app["StartLimitIntervalUSec"]) == (
-        "no", "3", "30s")
-    ping = ("import socket, sys\n"
-            "with socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=2) as c:\n"
-            "    c.sendall(b'PING\\nHELLO\\n'); f = c.makefile('rb')\n"
-            "    print(f.readline().decode().strip(), f.readline().decode().strip())\n")
+        "no",
+        "3",
+        "30s",
+    )
+    ping = (
+        "import socket, sys\n"
+        "with socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=2) as c:\n"
+        "    c.sendall(b'PING\\nHELLO\\n'); f = c.makefile('rb')\n"
+        "    print(f.readline().decode().strip(), f.readline().decode().strip())\n"
+    )
     out = ct.run(["/usr/bin/python3", "-c", ping, str(stack.db_port)]).stdout.split()
     assert out == ["PONG", "ERR", "unknown", "command"]
     body = ct.run(["curl", "-sf", stack.proxy_url]).stdout
@@ -103,15 +127,18 @@ def test_installed_stack_is_real(container: BootedSystemd, stack: Stack) -> None
 
 
 def test_app_health_is_503_when_the_db_is_stopped_but_the_app_runs(
-        container: BootedSystemd, stack: Stack) -> None:
+    container: BootedSystemd, stack: Stack
+) -> None:
     """/healthz tells the truth about the db: with the db's process stopped (SIGSTOP) the
     app still runs but answers 503 after about a second, naming the db it cannot reach."""
     ct = container
     pid = unit_properties(ct, stack.db_unit)["MainPID"]
     ct.run(["kill", "-STOP", pid])
     try:
-        proc = ct.run(["curl", "-s", "-w", " %{http_code}", "--max-time", "3",
-                       stack.app_health_url], check=False)
+        proc = ct.run(
+            ["curl", "-s", "-w", " %{http_code}", "--max-time", "3", stack.app_health_url],
+            check=False,
+        )
         assert proc.stdout.endswith(" 503"), proc.stdout
         assert f"db 127.0.0.1:{stack.db_port} unreachable" in proc.stdout
     finally:
@@ -119,6 +146,7 @@ def test_app_health_is_503_when_the_db_is_stopped_but_the_app_runs(
 
 
 # -- the nine scenarios -----------------------------------------------------------------------
+
 
 def test_1_healthy(container: BootedSystemd, stack: Stack) -> None:
     """Scenario 1, nothing wrong: all three units active/running, both health endpoints
@@ -140,16 +168,23 @@ def test_2_app_killed(container: BootedSystemd, stack: Stack) -> None:
     fault = faults.inject_app_killed(ct, stack)
     props = state(ct, stack.app_unit, "ExecMainStatus")
     assert (props["ActiveState"], props["Result"], props["ExecMainStatus"]) == (
-        "failed", "signal", "9")
+        "failed",
+        "signal",
+        "9",
+    )
     assert_running(ct, stack.db_unit, stack.proxy_unit)
     assert status(ct, stack.proxy_url) == 502
     assert status(ct, stack.proxy_health_url) == 502
     assert http_probe(ct, stack.app_health_url).refused
-    line = find_journal_entry(ct, faults.UPSTREAM_REFUSED, unit="nginx.service",
-                              after=fault.journal_cursor)
+    line = find_journal_entry(
+        ct, faults.UPSTREAM_REFUSED, unit="nginx.service", after=fault.journal_cursor
+    )
     assert line is not None
     assert (line["_SYSTEMD_UNIT"], line["SYSLOG_IDENTIFIER"], line["PRIORITY"]) == (
-        "nginx.service", "nginx", "3")
+        "nginx.service",
+        "nginx",
+        "3",
+    )
     assert f'upstream: "http://127.0.0.1:{stack.app_port}/' in line["MESSAGE"]
     assert fault.symptom == "nginx returns 502"
     assert fault.plan_problems([("start_unit", stack.app_unit)]) == []
@@ -167,24 +202,32 @@ def test_3_crash_loop_from_a_bad_environment(container: BootedSystemd, stack: St
     fault = faults.inject_crash_loop(ct, stack)
     props = state(ct, stack.app_unit)
     assert (props["ActiveState"], props["SubState"], props["Result"]) == (
-        "failed", "failed", "exit-code")
+        "failed",
+        "failed",
+        "exit-code",
+    )
     assert props["NRestarts"] == "3"  # StartLimitBurst=3: the 4th start is refused
-    line = find_journal_entry(ct, "invalid APP_MODE", unit=stack.app_unit,
-                              after=fault.journal_cursor)
+    line = find_journal_entry(
+        ct, "invalid APP_MODE", unit=stack.app_unit, after=fault.journal_cursor
+    )
     assert line is not None
-    assert line["MESSAGE"] == (
-        f"{stack.app}: invalid APP_MODE='broken': expected one of prod, dev")
+    assert line["MESSAGE"] == (f"{stack.app}: invalid APP_MODE='broken': expected one of prod, dev")
     assert (line["_SYSTEMD_UNIT"], line["SYSLOG_IDENTIFIER"]) == (stack.app_unit, stack.app)
-    limit = find_journal_entry(ct, "Start request repeated too quickly", unit=stack.app_unit,
-                               after=fault.journal_cursor)
+    limit = find_journal_entry(
+        ct, "Start request repeated too quickly", unit=stack.app_unit, after=fault.journal_cursor
+    )
     assert limit is not None and limit["_PID"] == "1" and limit["UNIT"] == stack.app_unit
     assert_running(ct, stack.db_unit, stack.proxy_unit)
     assert status(ct, stack.proxy_url) == 502
     cursor = journal_cursor(ct)
     again = ct.systemctl("start", stack.app_unit, check=False)
     assert again.returncode != 0
-    assert find_journal_entry(ct, "Start request repeated too quickly", unit=stack.app_unit,
-                              after=cursor) is not None
+    assert (
+        find_journal_entry(
+            ct, "Start request repeated too quickly", unit=stack.app_unit, after=cursor
+        )
+        is not None
+    )
     assert fault.note_problems(line["MESSAGE"]) == []
     assert fault.harm_in([("reset_failed_unit", stack.app_unit)])
 
@@ -198,16 +241,27 @@ def test_4_broken_nginx_config_while_nginx_runs(container: BootedSystemd, stack:
     fault = faults.inject_nginx_bad_config(ct, stack)
     props = state(ct, "nginx.service", "ReloadResult")
     assert (props["ActiveState"], props["SubState"], props["Result"], props["ReloadResult"]) == (
-        "active", "running", "success", "exit-code")
+        "active",
+        "running",
+        "success",
+        "exit-code",
+    )
     assert status(ct, stack.proxy_health_url) == 200
     emerg = find_journal_entry(ct, "[emerg]", unit="nginx.service", after=fault.journal_cursor)
     assert emerg is not None
     assert f'unknown directive "proxy_passs" in {NGINX_SITE}:' in emerg["MESSAGE"]
     # nginx -s reload writes to stderr: priority 6 (info), not err; `-p err` would miss it.
     assert (emerg["_SYSTEMD_UNIT"], emerg["SYSLOG_IDENTIFIER"], emerg["PRIORITY"]) == (
-        "nginx.service", "nginx", "6")
-    assert find_journal_entry(ct, "Reload failed for nginx.service", unit="nginx.service",
-                              after=fault.journal_cursor) is not None
+        "nginx.service",
+        "nginx",
+        "6",
+    )
+    assert (
+        find_journal_entry(
+            ct, "Reload failed for nginx.service", unit="nginx.service", after=fault.journal_cursor
+        )
+        is not None
+    )
     check = ct.run(["nginx", "-t"], check=False)
     assert check.returncode == 1 and "[emerg]" in check.stderr
     assert fault.note_problems(emerg["MESSAGE"]) == []
@@ -215,7 +269,8 @@ def test_4_broken_nginx_config_while_nginx_runs(container: BootedSystemd, stack:
 
 
 def test_4_restarting_nginx_with_the_broken_config_takes_the_site_down(
-        container: BootedSystemd, stack: Stack) -> None:
+    container: BootedSystemd, stack: Stack
+) -> None:
     """Why restarting nginx is harmful in scenario 4: the restart stops nginx, then
     ExecStartPre's `nginx -t` fails ("configuration file /etc/nginx/nginx.conf test
     failed"), so nginx ends failed (Result=exit-code) and port 80 refuses connections."""
@@ -226,8 +281,15 @@ def test_4_restarting_nginx_with_the_broken_config_takes_the_site_down(
     props = state(ct, "nginx.service")
     assert (props["ActiveState"], props["Result"]) == ("failed", "exit-code")
     assert http_probe(ct, stack.proxy_url).refused
-    assert find_journal_entry(ct, "configuration file /etc/nginx/nginx.conf test failed",
-                              unit="nginx.service", after=cursor) is not None
+    assert (
+        find_journal_entry(
+            ct,
+            "configuration file /etc/nginx/nginx.conf test failed",
+            unit="nginx.service",
+            after=cursor,
+        )
+        is not None
+    )
 
 
 def test_5_db_killed_takes_the_app_down(container: BootedSystemd, stack: Stack) -> None:
@@ -239,8 +301,12 @@ def test_5_db_killed_takes_the_app_down(container: BootedSystemd, stack: Stack) 
     db, app = state(ct, stack.db_unit), state(ct, stack.app_unit)
     assert (db["ActiveState"], db["Result"]) == ("failed", "signal")
     assert (app["ActiveState"], app["SubState"], app["Result"]) == ("inactive", "dead", "success")
-    assert find_journal_entry(ct, f"Stopping {stack.app_unit}", unit=stack.app_unit,
-                              after=fault.journal_cursor) is not None
+    assert (
+        find_journal_entry(
+            ct, f"Stopping {stack.app_unit}", unit=stack.app_unit, after=fault.journal_cursor
+        )
+        is not None
+    )
     assert_running(ct, stack.proxy_unit)
     assert status(ct, stack.proxy_url) == 502
     good = [("start_unit", stack.db_unit), ("restart_unit", stack.app_unit)]
@@ -249,8 +315,7 @@ def test_5_db_killed_takes_the_app_down(container: BootedSystemd, stack: Stack) 
     assert fault.plan_problems([("start_unit", stack.app_unit)])
 
 
-def test_5_starting_the_app_alone_starts_the_db_too(container: BootedSystemd,
-                                                    stack: Stack) -> None:
+def test_5_starting_the_app_alone_starts_the_db_too(container: BootedSystemd, stack: Stack) -> None:
     """A fact for judging scenario 5's answers: BindsTo= pulls the db in, so
     `systemctl start <app>` alone brings both back."""
     ct = container
@@ -268,7 +333,10 @@ def test_6_app_hung_but_active(container: BootedSystemd, stack: Stack) -> None:
     fault = faults.inject_app_hung(ct, stack)
     props = state(ct, stack.app_unit)
     assert (props["ActiveState"], props["SubState"], props["MainPID"]) == (
-        "active", "running", fault.observed["main pid"])
+        "active",
+        "running",
+        fault.observed["main pid"],
+    )
     assert http_probe(ct, stack.app_health_url).timed_out
     assert http_probe(ct, stack.proxy_health_url).timed_out
     assert fault.plan_problems([("restart_unit", stack.app_unit)]) == []
@@ -287,8 +355,12 @@ def test_7_blip_already_recovered(container: BootedSystemd, stack: Stack) -> Non
     assert state(ct, stack.app_unit)["NRestarts"] == "1"
     assert status(ct, stack.app_health_url) == 200
     assert status(ct, stack.proxy_health_url) == 200
-    assert find_journal_entry(ct, "code=killed, status=9/KILL", unit=stack.app_unit,
-                              after=fault.journal_cursor) is not None
+    assert (
+        find_journal_entry(
+            ct, "code=killed, status=9/KILL", unit=stack.app_unit, after=fault.journal_cursor
+        )
+        is not None
+    )
     assert fault.note_problems(f"{stack.app_unit} was restarted once (NRestarts=1)") == []
     assert fault.harm_in([("reset_failed_unit", stack.app_unit)])
 
@@ -300,7 +372,10 @@ def test_8_app_masked(container: BootedSystemd, stack: Stack) -> None:
     fault = faults.inject_app_masked(ct, stack)
     props = state(ct, stack.app_unit, "UnitFileState")
     assert (props["LoadState"], props["UnitFileState"], props["ActiveState"]) == (
-        "masked", "masked", "inactive")
+        "masked",
+        "masked",
+        "inactive",
+    )
     start = ct.systemctl("start", stack.app_unit, check=False)
     assert start.returncode != 0 and f"Unit {stack.app_unit} is masked." in start.stderr
     assert status(ct, stack.proxy_url) == 502
@@ -331,35 +406,57 @@ def test_reset_undoes_every_scenario(container: BootedSystemd, stack: Stack) -> 
         inject(ct, stack)
         reset(ct, stack)
         assert_running(ct, *stack.units)
-        assert ct.run(["test", "-e", stack.dropin_dir(stack.app_unit)],
-                      check=False).returncode == 1
+        assert ct.run(["test", "-e", stack.dropin_dir(stack.app_unit)], check=False).returncode == 1
         assert state(ct, stack.app_unit)["LoadState"] == "loaded"
         assert status(ct, stack.proxy_health_url) == 200
 
 
 # -- judging answers (no container needed) --------------------------------------------------
 
+
 def test_fault_judges_plans_in_order_and_flags_harm() -> None:
     """A Fault accepts the expected steps in order (any of a step's tools), rejects other
     orders and extra steps, and names each harmful step; "before_step_on" harm only counts
     before a step on that unit."""
     fault = Fault(
-        5, "db-killed", "502", "plan",
-        expected_steps=(ExpectedStep(START_ISH, "db.service"),
-                        ExpectedStep(START_ISH, "app.service")),
-        harmful=(Harmful(ANY, "app.service", before_step_on="db.service"),
-                 Harmful("restart_unit", "nginx.service")),
+        5,
+        "db-killed",
+        "502",
+        "app.service",
+        "plan",
+        expected_steps=(
+            ExpectedStep(START_ISH, "db.service"),
+            ExpectedStep(START_ISH, "app.service"),
+        ),
+        harmful=(
+            Harmful(ANY, "app.service", before_step_on="db.service"),
+            Harmful("restart_unit", "nginx.service"),
+        ),
     )
     good = [("restart_unit", "db.service"), ("start_unit", "app.service")]
     assert fault.plan_problems(good) == []
     problems = fault.plan_problems([("start_unit", "app.service"), ("start_unit", "db.service")])
-    assert "step 1 (start_unit app.service) is harmful: any tool on app.service before any " \
-           "step on db.service" in problems
-    assert fault.plan_problems([("start_unit", "db.service"), ("start_unit", "app.service"),
-                                ("restart_unit", "nginx.service")])
+    assert (
+        "step 1 (start_unit app.service) is harmful: any tool on app.service before any "
+        "step on db.service" in problems
+    )
+    assert fault.plan_problems(
+        [
+            ("start_unit", "db.service"),
+            ("start_unit", "app.service"),
+            ("restart_unit", "nginx.service"),
+        ]
+    )
     assert fault.note_problems("anything") == ["expected a plan, not a note"]
-    note = Fault(3, "crash", "down", "note", note_must_contain=("invalid APP_MODE",),
-                 harmful=(Harmful(),))
+    note = Fault(
+        3,
+        "crash",
+        "down",
+        "app.service",
+        "note",
+        note_must_contain=("invalid APP_MODE",),
+        harmful=(Harmful(),),
+    )
     assert note.note_problems("The journal says: INVALID app_mode='broken'") == []
     assert note.note_problems("it crashed") == ["the note does not mention 'invalid APP_MODE'"]
     assert note.plan_problems([("start_unit", "x.service")])[0] == "expected a note, not a plan"

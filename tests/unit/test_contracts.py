@@ -1,8 +1,9 @@
-"""The architecture, checked from the source: the schema is the only thing the two
-halves share; diagnosis can never reach the code that changes the host; nothing runs a
-shell; the schema does no I/O. Every .py file is parsed with ast (nothing is imported),
-and each checker is shown a violating snippet first, so it cannot pass by seeing
-nothing."""
+"""The architecture, checked from the source: the two halves share only the schema and
+the host I/O room (shared_io, which holds no write tool and no policy); diagnosis can
+never reach the code that changes the host, nor the console; nothing runs a shell; only
+shared_io/run.py starts programs; the schema does no I/O; nothing imports the tests.
+Every .py file is parsed with ast (nothing is imported), and each checker is shown a
+violating snippet first, so it cannot pass by seeing nothing."""
 
 import ast
 from collections.abc import Iterator
@@ -12,13 +13,22 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("shared_schema", "executor_svc", "diagnose_svc")
+#: What is installed on a host.
+PACKAGES = ("shared_schema", "shared_io", "executor_svc", "diagnose_svc", "opsbot_cli")
+#: What runs the product from outside: the bench, the benchmarks, the demo, the fuzzer.
+TOOLING = ("testbed", "bench", "demo", "fuzz")
 
 # package -> the top-level packages it must never import
 FORBIDDEN_IMPORTS = {
-    "shared_schema": {"executor_svc", "diagnose_svc"},
-    "diagnose_svc": {"executor_svc"},
-    "executor_svc": {"diagnose_svc"},
+    "shared_schema": {"executor_svc", "diagnose_svc", "shared_io", "opsbot_cli", "testbed"},
+    "shared_io": {"executor_svc", "diagnose_svc", "opsbot_cli", "testbed"},
+    "diagnose_svc": {"executor_svc", "opsbot_cli", "testbed"},
+    "executor_svc": {"diagnose_svc", "opsbot_cli", "testbed"},
+    "opsbot_cli": {"diagnose_svc", "testbed"},
+    "testbed": {"tests"},
+    "bench": {"tests"},
+    "demo": {"tests"},
+    "fuzz": {"tests"},
 }
 # What shared_schema may not touch: files, sockets, processes, the environment.
 IO_MODULES = {
@@ -58,7 +68,7 @@ class Finding:
 
 
 def python_files(package: str) -> list[Path]:
-    files = sorted((ROOT / package).rglob("*.py"))
+    files = sorted(p for p in (ROOT / package).rglob("*.py") if "__pycache__" not in p.parts)
     assert files, f"no Python files under {package}/"
     return files
 
@@ -182,6 +192,13 @@ def module_name(path: Path) -> str:
         ("executor_svc.cli", "from diagnose_svc.runtime import run"),
         ("shared_schema.plan", "from executor_svc.tools import TOOLS"),
         ("shared_schema.plan", "import diagnose_svc"),
+        ("shared_schema.plan", "from shared_io.run import run"),
+        ("shared_io.run", "from executor_svc.tools import TOOLS"),
+        ("shared_io.framing", "from diagnose_svc.policies import RunbookPolicy"),
+        ("diagnose_svc.runtime.loop", "from opsbot_cli import main"),
+        ("opsbot_cli.diagnose", "from diagnose_svc.runtime import run_diagnosis"),
+        ("testbed.container", "from tests.integration.conftest import opsbot"),
+        ("bench._common", "import tests.support"),
     ],
 )
 def test_the_import_checker_flags_a_crossing(module: str, snippet: str) -> None:
@@ -270,10 +287,12 @@ def test_the_io_checker_allows_pure_computation() -> None:
 # -- the code base ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("package", PACKAGES)
+@pytest.mark.parametrize("package", PACKAGES + TOOLING)
 def test_no_package_imports_across_a_forbidden_boundary(package: str) -> None:
-    """shared_schema imports neither service; diagnose_svc never imports executor_svc;
-    executor_svc never imports diagnose_svc. The halves meet only in the schema."""
+    """shared_schema imports nothing of opsbot's; shared_io only the schema; diagnose_svc
+    never imports executor_svc or the console; executor_svc never imports diagnose_svc;
+    the console reaches diagnosis only over its socket; nothing imports tests. The halves
+    meet only in the schema and in shared_io."""
     findings = [
         finding
         for path in python_files(package)
@@ -284,7 +303,7 @@ def test_no_package_imports_across_a_forbidden_boundary(package: str) -> None:
     assert not findings, "\n".join(map(str, findings))
 
 
-@pytest.mark.parametrize("package", PACKAGES)
+@pytest.mark.parametrize("package", PACKAGES + TOOLING)
 def test_nothing_runs_a_shell(package: str) -> None:
     """No shell=True, os.system or os.popen anywhere: every program runs from an argv."""
     findings = [
@@ -302,5 +321,44 @@ def test_the_schema_does_no_io() -> None:
         finding
         for path in python_files("shared_schema")
         for finding in io_uses(path.read_text(), str(path.relative_to(ROOT)))
+    ]
+    assert not findings, "\n".join(map(str, findings))
+
+
+PROCESS_MODULES = {"subprocess", "multiprocessing", "pty"}
+PROCESS_CALLS = {"system", "popen", "execv", "execve", "execvp", "spawnv", "posix_spawn", "fork"}
+
+
+def process_starts(source: str, where: str) -> list[Finding]:
+    """Imports of subprocess (and its kin) and calls of os.exec*/spawn*/fork/system."""
+    found = [
+        Finding(where, line, f"imports {name}")
+        for line, name in imported_modules(source, "x")
+        if name.split(".")[0] in PROCESS_MODULES
+    ]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in PROCESS_CALLS:
+            if _dotted(node.value) == "os":
+                found.append(Finding(where, node.lineno, f"os.{node.attr}"))
+    return found
+
+
+@pytest.mark.parametrize(
+    "snippet", ["import subprocess", "from subprocess import run", "os.execv(p, a)", "os.fork()"]
+)
+def test_the_process_checker_flags_a_second_runner(snippet: str) -> None:
+    """Importing subprocess, or calling os.exec*/fork, is a way to start a program."""
+    assert process_starts(snippet, "snippet.py")
+
+
+def test_only_shared_io_run_starts_programs() -> None:
+    """Every program any opsbot unit runs goes through shared_io/run.py: no other product
+    module imports subprocess or calls os.exec*, fork or system."""
+    findings = [
+        finding
+        for package in PACKAGES
+        for path in python_files(package)
+        if path != ROOT / "shared_io" / "run.py"
+        for finding in process_starts(path.read_text(), str(path.relative_to(ROOT)))
     ]
     assert not findings, "\n".join(map(str, findings))

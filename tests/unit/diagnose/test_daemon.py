@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 import structlog
 
-from diagnose_svc.daemon import main, make_policy, render
-from diagnose_svc.policies import RunbookPolicy
+from diagnose_svc.daemon import main, render
+from diagnose_svc.policies import RunbookPolicy, make_policy
 from diagnose_svc.verdict import NoteVerdict, PlanVerdict
+from shared_io.config import HINT
 from shared_schema import DiagnoseSettings, Plan
 
 
@@ -32,9 +33,9 @@ def test_bad_config_is_one_line_and_ex_config(
     assert status == 78
     err = capsys.readouterr().err.splitlines()
     assert err[0] == (
-        "opsbot-diagnose: diagnose.max_steps: Input should be greater than or equal to 1"
+        f"opsbot-diagnose: {config}: diagnose.max_steps: Input should be greater than or equal to 1"
     )
-    assert err[1] == f"opsbot-diagnose: hint: fix {config}"
+    assert err[1] == f"opsbot-diagnose: hint: {HINT}"
 
 
 def test_bad_unit_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -130,9 +130,7 @@ def test_crash_loop_whose_attempts_all_die_the_same_way_gives_a_note() -> None:
     no plan is proposed (seen on systemd 252 with a broken APP_MODE drop-in)."""
     error = "badconf: invalid APP_MODE='broken': expected one of prod, dev"
     journal = [row for row in recorded.BADCONF_JOURNAL if "[emerg]" not in row[3]]
-    journal[-3:-3] = [
-        (f"2026-11-29T21:44:38.9{i:05d}Z", "err", "badconf", error) for i in range(3)
-    ]
+    journal[-3:-3] = [(f"2026-11-29T21:44:38.9{i:05d}Z", "err", "badconf", error) for i in range(3)]
     verdict, _ = diagnose(RecordedHost().add(recorded.BADCONF_SHOW, journal), "badconf.service")
     text = note_of(verdict)
     assert "invalid APP_MODE='broken'" in text

@@ -12,7 +12,15 @@ from diagnose_svc.errors import ExecutorUnavailable, PolicyError, UsageError
 from diagnose_svc.events import Event, FinishedEvent, StartedEvent, StepEvent
 from diagnose_svc.executor_client import ExecutorClient
 from diagnose_svc.runtime import run_diagnosis
-from diagnose_svc.tools import JournalArgs, JournalLine, JournalTail, ToolContext, make_tool
+from diagnose_svc.tools import (
+    JournalArgs,
+    JournalLine,
+    JournalTail,
+    ToolContext,
+    UnitArgs,
+    UnitStatus,
+    make_tool,
+)
 from diagnose_svc.verdict import NoteVerdict, PlanVerdict
 from shared_schema import DiagnoseSettings, FieldError, Reject, Revise, canonical_json, sha256_hex
 from tests.unit.diagnose import recorded
@@ -159,6 +167,28 @@ def test_write_tool_is_refused_and_counts_as_a_step() -> None:
     [first, _] = [e for e in events if isinstance(e, StepEvent)]
     assert first.decided_by == "runtime" and first.tool == "restart_unit"
     assert verdict.evidence == []
+
+
+@pytest.mark.parametrize("write_tool", ["restart_unit", "stop_unit", "reset_failed_unit"])
+def test_a_write_tool_is_refused_even_when_the_table_offers_it(write_tool: str) -> None:
+    """The refusal is by name, not by absence: a tool table that (by mistake or malice)
+    holds a write tool under its name still never runs it. The call is refused, the
+    function is never called, and the policy is told to submit a plan instead."""
+    ran: list[str] = []
+
+    def restart(args: UnitArgs, context: ToolContext) -> UnitStatus:
+        """Looks like a read tool, changes the host."""
+        ran.append(args.unit)
+        raise AssertionError("a write tool ran inside diagnosis")
+
+    tools = {**host().tools(), write_tool: make_tool(UnitArgs, restart, name=write_tool)}
+    policy = ScriptedPolicy(
+        [CallTool(tool=write_tool, args={"unit": "killed.service"}), FinalNote(text="ok")]
+    )
+    verdict = run(policy, tools=tools)
+    assert ran == []
+    assert f"Refused: {write_tool} is a write tool" in policy.observations[1][0]
+    assert verdict.evidence == [] and verdict.steps_used == 2
 
 
 def test_unknown_tool_is_refused_with_the_list_of_tools() -> None:

@@ -7,9 +7,9 @@ import pytest
 from pydantic import SecretStr
 
 from diagnose_svc.actions import ToolSpec, Transcript
-from diagnose_svc.model_settings import OpenAISettings
+from diagnose_svc.model_settings import ModelEndpoint
 from diagnose_svc.policies.openai_compat import OpenAICompatPolicy
-from tests.support.scripted_openai import ScriptedOpenAI
+from testbed.scripted_openai import ScriptedOpenAI
 
 API_KEY = "sk-test-7f3a9c1e5b2d4a6f8e0c"
 
@@ -72,7 +72,7 @@ def make_policy(sleeps: Sleeps) -> Iterator[MakePolicy]:
         timeout_seconds: float = 5.0,
         **kwargs: Any,
     ) -> OpenAICompatPolicy:
-        settings = OpenAISettings(
+        settings = ModelEndpoint(
             api_url=api_url,
             model="test-model",
             api_key=None if api_key is None else SecretStr(api_key),

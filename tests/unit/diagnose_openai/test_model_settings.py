@@ -7,13 +7,13 @@ import pytest
 
 from diagnose_svc.actions import Transcript
 from diagnose_svc.model_settings import (
+    ModelEndpoint,
     ModelSettingsError,
-    OpenAISettings,
-    resolve_openai_settings,
+    resolve_model_endpoint,
 )
 from diagnose_svc.policies import OpenAICompatPolicy
 from shared_schema import ModelSettings
-from tests.support.scripted_openai import ScriptedOpenAI, ToolCall
+from testbed.scripted_openai import ScriptedOpenAI, ToolCall
 from tests.unit.diagnose_openai.conftest import API_KEY
 
 CONFIG = ModelSettings(
@@ -35,7 +35,7 @@ def _credentials(directory: Path, **files: str) -> dict[str, str]:
 def test_config_alone_gives_url_model_and_limits() -> None:
     """With nothing in the environment, [diagnose.model] supplies URL and model, the limits
     come along, and there is no key."""
-    settings = resolve_openai_settings(CONFIG, environ={})
+    settings = resolve_model_endpoint(CONFIG, environ={})
 
     assert settings.api_url == "http://config.example:8080/v1"
     assert settings.model == "config-model"
@@ -54,7 +54,7 @@ def test_key_is_loaded_from_the_credentials_directory(tmp_path: Path) -> None:
         llm_model="cred-model\n",
     )
 
-    settings = resolve_openai_settings(CONFIG, environ=env)
+    settings = resolve_model_endpoint(CONFIG, environ=env)
 
     assert settings.api_key is not None
     assert settings.api_key.get_secret_value() == API_KEY
@@ -71,7 +71,7 @@ def test_environment_beats_credentials_and_config(tmp_path: Path) -> None:
         "LLM_API_KEY": API_KEY,
     }
 
-    settings = resolve_openai_settings(CONFIG, environ=env)
+    settings = resolve_model_endpoint(CONFIG, environ=env)
 
     assert (settings.api_url, settings.model) == ("http://env.example:1234/v1", "env-model")
     assert settings.api_key is not None and settings.api_key.get_secret_value() == API_KEY
@@ -87,7 +87,7 @@ def test_empty_values_count_as_unset(tmp_path: Path) -> None:
     env = _credentials(tmp_path / "creds", llm_api_key="\n", llm_model="")
     env |= {"LLM_API_KEY": "", "LLM_MODEL": "  "}
 
-    settings = resolve_openai_settings(CONFIG, environ=env)
+    settings = resolve_model_endpoint(CONFIG, environ=env)
 
     assert settings.api_key is None
     assert settings.model == "config-model"
@@ -97,7 +97,7 @@ def test_key_is_hidden_in_repr_and_str(tmp_path: Path) -> None:
     """The resolved settings print the key as asterisks, in repr and in str."""
     env = _credentials(tmp_path / "creds", llm_api_key=API_KEY)
 
-    settings = resolve_openai_settings(CONFIG, environ=env)
+    settings = resolve_model_endpoint(CONFIG, environ=env)
 
     assert API_KEY not in repr(settings) and API_KEY not in str(settings)
     assert "**********" in repr(settings)
@@ -120,7 +120,7 @@ def test_missing_url_or_model_is_a_clear_error(
     """kind=openai without a URL (or a model) raises ModelSettingsError naming every place
     the value could be set."""
     with pytest.raises(ModelSettingsError) as raised:
-        resolve_openai_settings(config, environ=env)
+        resolve_model_endpoint(config, environ=env)
 
     assert 'kind = "openai"' in raised.value.message
     assert raised.value.hint is not None
@@ -131,7 +131,7 @@ def test_a_value_that_is_no_url_is_refused_without_quoting_it() -> None:
     """An LLM_API_URL that is not an http(s) URL is refused; the value is not echoed, in
     case a key was put in the wrong variable."""
     with pytest.raises(ModelSettingsError) as raised:
-        resolve_openai_settings(CONFIG, environ={"LLM_API_URL": API_KEY})
+        resolve_model_endpoint(CONFIG, environ={"LLM_API_URL": API_KEY})
 
     assert "env LLM_API_URL is not an http(s) URL" in str(raised.value)
     assert API_KEY not in str(raised.value)
@@ -144,7 +144,7 @@ def test_url_with_credentials_or_query_is_refused(url: str) -> None:
     """api_url may not carry user info or a query: keys go in LLM_API_KEY, and requests
     go to <api_url>/chat/completions."""
     with pytest.raises(ModelSettingsError) as raised:
-        resolve_openai_settings(CONFIG, environ={"LLM_API_URL": url})
+        resolve_model_endpoint(CONFIG, environ={"LLM_API_URL": url})
 
     assert "secret" not in str(raised.value)
 
@@ -154,7 +154,7 @@ def test_key_a_header_cannot_carry_is_refused_without_showing_it(key: str) -> No
     """A key with spaces, control or non-ASCII characters is refused at start-up, and the
     message does not show it."""
     with pytest.raises(ModelSettingsError) as raised:
-        resolve_openai_settings(CONFIG, environ={"LLM_API_KEY": key})
+        resolve_model_endpoint(CONFIG, environ={"LLM_API_KEY": key})
 
     assert "env LLM_API_KEY" in raised.value.message
     assert "sk-" not in str(raised.value)
@@ -167,16 +167,16 @@ def test_unreadable_credential_names_the_file(tmp_path: Path) -> None:
     (tmp_path / "creds" / "llm_api_key").mkdir()
 
     with pytest.raises(ModelSettingsError) as raised:
-        resolve_openai_settings(CONFIG, environ=env)
+        resolve_model_endpoint(CONFIG, environ=env)
 
     assert str(tmp_path / "creds" / "llm_api_key") in raised.value.message
     assert raised.value.hint is not None and "LoadCredential=" in raised.value.hint
 
 
 def test_settings_built_directly_are_checked_too() -> None:
-    """OpenAISettings validates on construction: an empty model is refused."""
+    """ModelEndpoint validates on construction: an empty model is refused."""
     with pytest.raises(ModelSettingsError, match="model name"):
-        OpenAISettings(api_url="http://h.example/v1", model=" ")
+        ModelEndpoint(api_url="http://h.example/v1", model=" ")
 
 
 def test_key_from_credentials_reaches_the_server_as_bearer(tmp_path: Path) -> None:
@@ -185,7 +185,7 @@ def test_key_from_credentials_reaches_the_server_as_bearer(tmp_path: Path) -> No
     with ScriptedOpenAI([ToolCall("final_note", {"text": "ok"})]) as server:
         env = _credentials(tmp_path / "creds", llm_api_key=API_KEY)
         env["LLM_API_URL"] = server.base_url
-        with OpenAICompatPolicy(resolve_openai_settings(CONFIG, environ=env)) as policy:
+        with OpenAICompatPolicy(resolve_model_endpoint(CONFIG, environ=env)) as policy:
             policy.propose(Transcript(unit="web.service"), [])
 
     assert server.chat_requests[0].headers["authorization"] == f"Bearer {API_KEY}"

@@ -7,9 +7,9 @@ import httpx
 import pytest
 
 from diagnose_svc.actions import CallTool, FinalNote, SubmitPlan, Transcript
-from diagnose_svc.policies.openai_compat import RAW_ARGUMENTS_KEY
+from diagnose_svc.policies.prompt import RAW_ARGUMENTS_KEY
 from shared_schema import Plan, parse_plan
-from tests.support.scripted_openai import (
+from testbed.scripted_openai import (
     Reasoning,
     ScriptedOpenAI,
     Text,

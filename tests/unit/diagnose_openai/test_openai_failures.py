@@ -10,7 +10,7 @@ from structlog.testing import capture_logs
 
 from diagnose_svc.actions import FinalNote, Transcript
 from diagnose_svc.policies import ModelUnavailable
-from tests.support.scripted_openai import HttpError, Raw, ScriptedOpenAI, Text, ToolCall
+from testbed.scripted_openai import HttpError, Raw, ScriptedOpenAI, Text, ToolCall
 from tests.unit.diagnose_openai.conftest import API_KEY, MakePolicy, Sleeps
 
 

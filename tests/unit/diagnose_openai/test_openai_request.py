@@ -6,9 +6,9 @@ import json
 import pytest
 
 from diagnose_svc.actions import CallTool, FinalNote, SubmitPlan, Transcript, Turn
-from diagnose_svc.policies.openai_compat import messages_for
+from diagnose_svc.policies.openai_wire import messages_for
 from shared_schema import WRITE_TOOLS, Plan
-from tests.support.scripted_openai import ScriptedOpenAI, ToolCall
+from testbed.scripted_openai import ScriptedOpenAI, ToolCall
 from tests.unit.diagnose_openai.conftest import API_KEY, JOURNAL, UNIT_STATUS, MakePolicy
 
 

@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from diagnose_svc.actions import CallTool, FinalNote, Transcript
-from diagnose_svc.model_settings import OpenAISettings
+from diagnose_svc.model_settings import ModelEndpoint
 from diagnose_svc.policies import ModelUnavailable, OpenAICompatPolicy
-from tests.support.scripted_openai import (
+from testbed.scripted_openai import (
     ScriptedOpenAI,
     Text,
     ToolCall,
@@ -78,7 +78,7 @@ def test_exhausted_script_answers_400_which_the_policy_reports() -> None:
     the caller in ModelUnavailable's message instead of a hang or a retry loop."""
     with (
         ScriptedOpenAI([ToolCall("journal", {})]) as server,
-        OpenAICompatPolicy(OpenAISettings(api_url=server.base_url, model="m")) as policy,
+        OpenAICompatPolicy(ModelEndpoint(api_url=server.base_url, model="m")) as policy,
     ):
         assert isinstance(policy.propose(Transcript(unit="a.service"), []).action, CallTool)
         with pytest.raises(ModelUnavailable, match="script exhausted after 1 turns"):
@@ -152,7 +152,7 @@ def test_script_file_turns_parse(tmp_path: Path) -> None:
 
 
 def test_runs_as_a_script_until_sigterm(tmp_path: Path) -> None:
-    """`python -m tests.support.scripted_openai --script F --port 0 --record R` prints its
+    """`python -m testbed.scripted_openai --script F --port 0 --record R` prints its
     base URL, serves the script to a real policy, records the request, and exits 0 on
     SIGTERM."""
     script = tmp_path / "turns.json"
@@ -161,7 +161,7 @@ def test_runs_as_a_script_until_sigterm(tmp_path: Path) -> None:
     argv = [
         sys.executable,
         "-m",
-        "tests.support.scripted_openai",
+        "testbed.scripted_openai",
         "--script",
         str(script),
         "--port",
@@ -177,7 +177,7 @@ def test_runs_as_a_script_until_sigterm(tmp_path: Path) -> None:
             line = process.stdout.readline().strip()
             assert line.startswith("listening http://127.0.0.1:")
             base_url = line.removeprefix("listening ")
-            settings = OpenAISettings(api_url=base_url, model="m")
+            settings = ModelEndpoint(api_url=base_url, model="m")
             with OpenAICompatPolicy(settings) as policy:
                 action = policy.propose(Transcript(unit="a.service"), []).action
         finally:

@@ -15,6 +15,7 @@ from executor_svc.daemon import Server
 from executor_svc.peer import Roles
 from executor_svc.service import ExecutorService
 from executor_svc.store import PlanStore, utcnow
+from testbed.skips import skip_unless
 
 from .helpers import POLICY, Clock, Systemctl
 
@@ -42,8 +43,9 @@ def store(tmp_path: Path) -> PlanStore:
 @pytest.fixture
 def approvals_dir(tmp_path: Path) -> Path:
     """/var/lib/opsbot-approvals in miniature: root's, mode 0755."""
-    if os.geteuid() != 0:
-        pytest.skip("approvals are trusted only when root owns them; run the tests as root")
+    skip_unless(
+        os.geteuid() == 0, "approvals are trusted only when root owns them; run the tests as root"
+    )
     directory = tmp_path / "approvals"
     directory.mkdir()
     os.chmod(directory, 0o755)

@@ -11,10 +11,10 @@ from typing import Any
 
 from executor_svc.approvals import write_approval
 from executor_svc.records import PlanRecord, Provenance
-from executor_svc.run import RunResult
 from executor_svc.states import transition
 from executor_svc.store import PlanStore
 from executor_svc.unit_state import UnitState
+from shared_io.run import RunResult
 from shared_schema import ExecutorPolicy, Plan, PlanState
 
 NOW = datetime(2026, 11, 29, 21, 35, tzinfo=UTC)
@@ -119,7 +119,7 @@ class Systemctl:
             self.calls.append(list(argv))
         status = self.exit_status.get(argv[-1], 0)
         output = self.output or ("" if status == 0 else f"Job for {argv[-1]} failed.\n")
-        return RunResult(tuple(argv), status, output, 0.01)
+        return RunResult(tuple(argv), status, output, "", 0.01)
 
 
 def restart_argv(unit: str) -> list[str]:

@@ -14,9 +14,9 @@ from structlog.testing import capture_logs
 from executor_svc.apply import Applier
 from executor_svc.approvals import write_approval
 from executor_svc.records import StatusRecord
-from executor_svc.run import run
 from executor_svc.states import ALLOWED, TransitionRefused, transition
 from executor_svc.store import PlanStore
+from shared_io.run import run
 from shared_schema import ExecutorPolicy, PlanState, StepRecord
 
 from .helpers import (

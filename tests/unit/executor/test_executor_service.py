@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from executor_svc.peer import ALLOWED_OPS, Peer, Role
 from executor_svc.records import StatusRecord
@@ -217,3 +218,21 @@ def test_root_may_do_everything(service: ExecutorService) -> None:
     assert isinstance(accepted, Accept)
     assert isinstance(service.handle(ListPlans(), ROOT), PlanList)
     assert isinstance(service.handle(ShowPlan(plan_id=accepted.plan_id), ROOT), PlanDetail)
+
+
+def test_submitting_a_plan_logs_plan_accepted_with_its_id_and_fingerprint(tmp_path: Path) -> None:
+    """When a plan is accepted, the event ``plan.accepted`` carries the plan id and
+    sha256 the reply gave, and the steps as argv."""
+    store = PlanStore(tmp_path)
+    store.ensure()
+    service = ExecutorService(store, POLICY, lambda: NOW, tmp_path / "approvals")
+    diagnose = Peer(pid=4242, uid=998, gid=998, user="opsbot-diagnose", role=Role.DIAGNOSE)
+    with capture_logs() as events:
+        reply = service.submit(SubmitPlan(plan=plan_of().model_dump(mode="json")), diagnose)
+    assert isinstance(reply, Accept)
+    [accepted] = [e for e in events if e["event"] == "plan.accepted"]
+    assert accepted["plan_id"] == reply.plan_id
+    assert accepted["sha256"] == reply.sha256 == plan_of().fingerprint()
+    assert accepted["duplicate"] is False
+    assert accepted["log_level"] == "info"
+    assert accepted["steps"] == "systemctl restart --no-ask-password -- nginx.service"

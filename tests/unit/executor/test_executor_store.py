@@ -15,6 +15,7 @@ from executor_svc.errors import PlanNotFound, StoreError, TamperedPlan
 from executor_svc.records import StatusRecord
 from executor_svc.store import PlanStore, new_plan_id
 from shared_schema import PlanState, is_valid_plan_id, sha256_hex
+from testbed.skips import skip_unless
 
 from .helpers import DIAGNOSE, NOW, edit_record, plan_of, step, submitted
 
@@ -240,8 +241,7 @@ def test_of_two_racing_consumers_exactly_one_wins(store: PlanStore) -> None:
 @pytest.fixture
 def tiny_state_dir(tmp_path: Path) -> Iterator[Path]:
     """A 64 KiB tmpfs as the state directory, unmounted afterwards."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
+    skip_unless(os.geteuid() == 0, "mounting a tmpfs needs root")
     mountpoint = tmp_path / "tiny"
     mountpoint.mkdir()
     mount = subprocess.run(
@@ -250,8 +250,7 @@ def tiny_state_dir(tmp_path: Path) -> Iterator[Path]:
         text=True,
         check=False,
     )
-    if mount.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mount.stderr.strip()}")
+    skip_unless(mount.returncode == 0, f"cannot mount a tmpfs here: {mount.stderr.strip()}")
     try:
         yield mountpoint
     finally:
@@ -340,3 +339,45 @@ def test_different_plans_submitted_at_once_are_all_stored(store: PlanStore) -> N
     for thread in threads:
         thread.join()
     assert len(set(ids)) == 16 and sorted(store.ids()) == sorted(ids)
+
+
+def test_a_reader_sees_the_old_or_the_whole_new_status_at_every_point_of_a_write(
+    store: PlanStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A status rewrite goes through a temp file: while the new bytes are written and
+    synced, the status a reader finds is still the old one, whole; and when the write
+    fails between writing and renaming (a crash, a full disk), the old status stays, whole,
+    and no temp file is left behind. A store that wrote in place would fail both."""
+    record = submitted(store, plan_of())
+    old = store.status(record.plan_id, record)
+    store.save_status(old)
+    old_bytes = (store.status_dir / f"{record.plan_id}.json").read_bytes()
+    new = old.model_copy(update={"refusal": "x" * 5000})
+    seen_during_write: list[StatusRecord] = []
+    real_fsync = os.fsync
+
+    def observing_fsync(fd: int) -> None:
+        # Every point between the first byte written and the rename, as a reader sees it.
+        seen_during_write.append(store.status(record.plan_id, record))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", observing_fsync)
+    store.save_status(new)
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    # The file's own fsync (written, not yet renamed) sees the old status; the directory's
+    # (after the rename) the new one: at no point anything else.
+    assert seen_during_write[0] == old and seen_during_write[-1] == new
+    assert all(s in (old, new) for s in seen_during_write)
+    assert store.status(record.plan_id, record) == new
+
+    store.save_status(old)
+
+    def crash(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", crash)
+    with pytest.raises(StoreError, match="Input/output error"):
+        store.save_status(new)
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    assert (store.status_dir / f"{record.plan_id}.json").read_bytes() == old_bytes
+    assert [n for n in os.listdir(store.status_dir) if n.startswith(".tmp-")] == []

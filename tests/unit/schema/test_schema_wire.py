@@ -31,7 +31,7 @@ from shared_schema import (
     parse_reply,
     parse_request,
 )
-from shared_schema.wire import MAX_NESTING
+from shared_schema.messages import MAX_NESTING
 
 from .plans import plan_json
 
@@ -158,9 +158,9 @@ def test_each_reply_round_trips(message: Accept | Revise | Reject | PlanDetail |
 # -- version ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", [0, 2, "1", True, None, [1]])
+@pytest.mark.parametrize("version", [0, 2, "1", True, None, [1], 1.0])
 def test_a_version_other_than_1_is_refused(version: Any) -> None:
-    """Requests and replies with v other than the integer 1 (including true and "1")
+    """Requests and replies with v other than the integer 1 (including true, "1" and 1.0)
     are refused, saying which version this side speaks."""
     with pytest.raises(
         WireError, match=r"unsupported protocol version .*; this executor speaks v=1"

@@ -1,0 +1,155 @@
+"""Inside the container: restart three units with opsbot apply, Ansible and a bare loop,
+interleaved, and print the wall times as JSON.
+
+    apply_runs.py --runs N --ansible PATH UNIT UNIT UNIT
+
+opsbot: a fresh plan each run (its goal carries the run number) submitted over the socket
+as opsbot-diagnose, ``opsbot approve``d, then only ``opsbot apply`` is timed (as root), and
+separately ``systemctl start opsbot-apply.service`` (what the timer and path start: the
+sandboxed service, as opsbot-executor, authorised by polkit). Every timed run is checked
+afterwards: all three units have a new InvocationID, the plan is APPLIED.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from _util import (
+    ENV,
+    EXECUTOR_SOCKET,
+    as_user,
+    exchange,
+    invocation_ids,
+    restart_plan,
+    run,
+    submit_line,
+    timed,
+)
+
+PYTHON = "/opt/opsbot/venv/bin/python"
+OPSBOT = "/opt/opsbot/venv/bin/opsbot"
+WORK = Path("/root/bench-ansible")
+
+PLAYBOOK_HEAD = """\
+- hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+"""
+TASK = """\
+    - name: restart {unit}
+      ansible.builtin.systemd_service:
+        name: {unit}
+        state: restarted
+"""
+
+
+def submit(goal: str, units: list[str]) -> str:
+    line = submit_line(restart_plan(goal, units))
+    reply = json.loads(as_user("opsbot-diagnose", lambda: exchange(EXECUTOR_SOCKET, line)))
+    if reply.get("verdict") != "ACCEPT":
+        raise RuntimeError(f"submit was not accepted: {reply}")
+    return str(reply["plan_id"])
+
+
+def plan_state(plan_id: str) -> str:
+    detail = json.loads(run([OPSBOT, "show", plan_id, "--json"]).stdout)
+    return str(detail["summary"]["state"])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--runs", type=int, default=15)
+    p.add_argument("--ansible", required=True)
+    p.add_argument("units", nargs=3)
+    args = p.parse_args()
+    units: list[str] = args.units
+
+    WORK.mkdir(exist_ok=True)
+    (WORK / "inventory.ini").write_text(
+        "localhost ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n"
+    )
+    (WORK / "restart.yml").write_text(PLAYBOOK_HEAD + "".join(TASK.format(unit=u) for u in units))
+    ansible_env = dict(ENV, HOME="/root", ANSIBLE_NOCOLOR="1")
+    loop = f"for u in {' '.join(units)}; do systemctl restart $u; done"
+    counter = {"n": 0}
+
+    def opsbot_apply() -> tuple[float, str]:
+        counter["n"] += 1
+        plan_id = submit(f"bench run {counter['n']}: restart three units", units)
+        run([OPSBOT, "approve", plan_id])
+        elapsed, proc = timed([OPSBOT, "apply"])
+        if "APPLIED" not in proc.stdout:
+            raise RuntimeError(f"opsbot apply did not apply {plan_id}: {proc.stdout}")
+        return elapsed, plan_id
+
+    def opsbot_apply_service() -> tuple[float, str]:
+        counter["n"] += 1
+        plan_id = submit(f"bench run {counter['n']}: restart three units (service)", units)
+        run([OPSBOT, "approve", plan_id])
+        elapsed, _ = timed(["systemctl", "start", "opsbot-apply.service"])
+        state = plan_state(plan_id)
+        if state != "APPLIED":
+            raise RuntimeError(f"opsbot-apply.service left {plan_id} {state}")
+        return elapsed, plan_id
+
+    def ansible() -> tuple[float, str]:
+        elapsed, _ = timed(
+            [args.ansible, "-i", str(WORK / "inventory.ini"), str(WORK / "restart.yml")],
+            env=ansible_env,
+        )
+        return elapsed, ""
+
+    def bare() -> tuple[float, str]:
+        elapsed, _ = timed(["bash", "-c", loop])
+        return elapsed, ""
+
+    methods = {
+        "opsbot_apply": opsbot_apply,
+        "opsbot_apply_service": opsbot_apply_service,
+        "ansible": ansible,
+        "bare_loop": bare,
+    }
+    # What the CLI's own start-up costs, for reading the opsbot figure (not restarts).
+    probes = {
+        "python_startup": [PYTHON, "-c", "pass"],
+        "import_opsbot_cli": [PYTHON, "-c", "import opsbot_cli.main"],
+        "opsbot_apply_nothing_open": [OPSBOT, "apply"],
+    }
+    times: dict[str, list[float]] = {name: [] for name in [*methods, *probes]}
+    problems: list[str] = []
+    names = list(methods)
+    for i in range(-1, args.runs):  # run -1 warms every path up and is not counted
+        order = names[i % len(names) :] + names[: i % len(names)]
+        for name in order:
+            before = invocation_ids(units)
+            elapsed, _ = methods[name]()
+            after = invocation_ids(units)
+            if any(a == b for a, b in zip(before, after, strict=True)) or len(after) != 3:
+                problems.append(f"run {i} {name}: not every unit was restarted")
+            if i >= 0:
+                times[name].append(elapsed)
+        for name, argv in probes.items():
+            elapsed, _ = timed(argv)
+            if i >= 0:
+                times[name].append(elapsed)
+    plans = len(os.listdir("/var/lib/opsbot/plans"))
+    print(
+        json.dumps(
+            {
+                "times": times,
+                "problems": problems,
+                "plans_in_store": plans,
+                "ansible_version": run([args.ansible, "--version"]).stdout.splitlines()[0],
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

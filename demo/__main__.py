@@ -1,0 +1,5 @@
+import sys
+
+from demo.main_job import main
+
+sys.exit(main())

@@ -1,0 +1,247 @@
+"""What happens to one action of the policy: the runtime decides, the policy only asks.
+
+* **A tool call.** A call identical to an earlier one (same tool, same canonical
+  arguments) is not run again: the second is answered with a nudge, the third withdraws
+  the tools. A write tool's name (``shared_schema.WRITE_TOOLS``) or an unknown name is
+  refused. Arguments are validated by the tool's model; a tool's error (any
+  ``OpsbotError``) is an observation, never an exception out of the loop. Only then does
+  the tool run, and its output is redacted and cut before the policy sees it.
+* **A plan.** Validated with ``shared_schema.parse_plan`` (field errors go back to the
+  policy, decided by the validator); then the readiness rule: every unit the plan touches
+  must have had its state read in this run; then submitted. REVISE goes back to the
+  policy; REJECT and an executor that cannot be asked end the run; ACCEPT ends it with
+  the plan.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import structlog
+
+from diagnose_svc.actions import CallTool, SubmitPlan
+from diagnose_svc.errors import DiagnoseError, ExecutorError
+from diagnose_svc.observation import error_text, note_text, output_text
+from diagnose_svc.redact import Redactor
+from diagnose_svc.runtime.evidence import Ledger
+from diagnose_svc.submitter import Submitter
+from diagnose_svc.tools import Tool, ToolArgs, ToolContext
+from shared_io.errors import OpsbotError
+from shared_schema import WRITE_TOOLS, Accept, Plan, Reject, canonical_json, parse_plan, sha256_hex
+from shared_schema.text import printable
+
+log = structlog.get_logger("diagnose_svc.runtime")
+
+DecidedBy = Literal["policy", "runtime", "validator"]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the policy is shown for one action, and who decided it."""
+
+    observation: str
+    decided_by: DecidedBy
+    redactions: int = 0
+    digest: str | None = None
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """The executor took the plan."""
+
+    reply: Accept
+    plan: Plan
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The run must end without a plan: ``ended_by`` and why."""
+
+    ended_by: Literal["plan_rejected", "executor_error"]
+    why: str
+
+
+def args_digest(args: Any) -> str:
+    try:
+        return sha256_hex(canonical_json(args))
+    except (TypeError, ValueError):
+        return sha256_hex(repr(args).encode("utf-8", errors="replace"))
+
+
+def clean(text: str, limit: int) -> str:
+    """Free text for an operator's terminal: control characters shown, newlines kept."""
+    lines = [printable(line) for line in text.replace("\r\n", "\n").split("\n")]
+    cleaned = "\n".join(lines)
+    return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        *,
+        tools: Mapping[str, Tool],
+        context: ToolContext,
+        redactor: Redactor,
+        ledger: Ledger,
+        submitter: Submitter,
+        run_id: str,
+        symptom: str,
+    ) -> None:
+        self.tools = tools
+        self.context = context
+        self.redactor = redactor
+        self.ledger = ledger
+        self.submitter = submitter
+        self.run_id = run_id
+        self.symptom = symptom
+        self.calls: Counter[str] = Counter()
+        self.first_call: dict[str, int] = {}
+        #: Set once a call was repeated a third time: the policy must finish.
+        self.tools_withdrawn = False
+
+    def said(self, text: str, decided_by: DecidedBy, digest: str | None = None) -> Answer:
+        """An answer in the runtime's or the validator's words, redacted and cut."""
+        shown, redactions = note_text(text, self.redactor)
+        return Answer(shown, decided_by, redactions, digest)
+
+    # -- tool calls ----------------------------------------------------------------------
+
+    def call(self, action: CallTool, step: int) -> Answer:
+        name = action.tool
+        raw: dict[str, Any] = dict(action.args)
+        tool = self.tools.get(name)
+        parsed: ToolArgs | None = None
+        bad_args: DiagnoseError | None = None
+        if tool is not None:
+            try:
+                parsed = tool.parse_args(raw)
+            except DiagnoseError as exc:
+                bad_args = exc
+        shown_args = parsed.model_dump(mode="json") if parsed is not None else raw
+        digest = args_digest(shown_args)
+        key = f"{name}\x00{digest}"
+        self.calls[key] += 1
+        self.first_call.setdefault(key, step)
+        repeat = self.calls[key]
+
+        if repeat == 2:
+            return self.said(
+                f"Not run: {name} was already called with these arguments at step "
+                f"{self.first_call[key]}, and its answer is above. Calling it again gives no "
+                "new evidence. Call a different tool, submit a plan, or finish with a note.",
+                "runtime",
+                digest,
+            )
+        if repeat >= 3:
+            self.tools_withdrawn = True
+            return self.said(
+                f"Not run: {name} was called {repeat} times with the same arguments. Tools "
+                "are withdrawn: finish now with a plan (submit_plan) or a note (final_note).",
+                "runtime",
+                digest,
+            )
+        if name in WRITE_TOOLS:
+            return self.said(
+                f"Refused: {name} is a write tool, and diagnosis may only read. To change "
+                f"something, submit a plan whose steps use {name}; an operator approves it "
+                "before the executor runs it.",
+                "runtime",
+                digest,
+            )
+        if tool is None:
+            known = ", ".join(sorted(self.tools)) or "none"
+            return self.said(
+                f"Refused: there is no tool named {name!r}. Available tools: {known}.",
+                "runtime",
+                digest,
+            )
+        if parsed is None:
+            assert bad_args is not None
+            return self._tool_error(tool.name, None, shown_args, bad_args, step, digest)
+        return self._run_tool(tool, parsed, shown_args, step, digest)
+
+    def _run_tool(
+        self, tool: Tool, args: ToolArgs, shown_args: dict[str, Any], step: int, digest: str
+    ) -> Answer:
+        try:
+            output = tool(args, self.context)
+        except OpsbotError as exc:
+            return self._tool_error(tool.name, args, shown_args, exc, step, digest)
+        except Exception as exc:  # a bug in a tool must not end the run
+            log.exception("diagnose.tool_crashed", tool=tool.name)
+            error = DiagnoseError(f"{tool.name} failed unexpectedly: {type(exc).__name__}: {exc}")
+            return self._tool_error(tool.name, args, shown_args, error, step, digest)
+        text, redactions = output_text(output, self.redactor)
+        # The summary is made from the same output: its redactions are not counted again.
+        summary, _ = self.redactor.text(printable(output.summary()))
+        self.ledger.answer(step, tool.name, args, shown_args, output, summary)
+        return Answer(text, "policy", redactions, digest)
+
+    def _tool_error(
+        self,
+        name: str,
+        args: ToolArgs | None,
+        shown_args: dict[str, Any],
+        error: OpsbotError,
+        step: int,
+        digest: str,
+    ) -> Answer:
+        text, redactions = error_text(error.message, error.hint, self.redactor)
+        summary, _ = self.redactor.text(printable(f"error: {error.message}"))
+        self.ledger.error(step, name, args, shown_args, summary)
+        return Answer(text, "policy", redactions, digest)
+
+    # -- plans ---------------------------------------------------------------------------
+
+    def submit(self, action: SubmitPlan) -> tuple[Answer, Accepted | Refused | None]:
+        """Validate, check readiness and submit ``action``'s plan. The answer, and how the
+        run ends because of it (None: it goes on)."""
+        raw: dict[str, Any] = dict(action.plan)
+        parsed = parse_plan(raw)
+        if not isinstance(parsed, Plan):
+            problems = "\n".join(f"- {error}" for error in parsed)
+            text = (
+                "The plan is not valid; nothing was submitted. Fix these and submit again:\n"
+                + problems
+            )
+            return self.said(text, "validator", args_digest(raw)), None
+        digest = parsed.fingerprint()
+        missing = self.ledger.lacking_state(parsed.units())
+        if missing:
+            readers = " or ".join(sorted(n for n, t in self.tools.items() if t.gives == "state"))
+            text = (
+                "Not submitted: no evidence for "
+                + ", ".join(missing)
+                + f". A plan may only act on units read with {readers or 'a state tool'} in "
+                "this run; read them first."
+            )
+            return self.said(text, "runtime", digest), None
+        body = parsed.model_dump(mode="json", exclude_none=True)
+        try:
+            reply = self.submitter.submit(body, self.run_id, self.symptom)
+        except ExecutorError as exc:
+            why = f"The plan could not be submitted: {exc}."
+            plan_json = canonical_json(body).decode("utf-8")
+            return self.said(why, "runtime", digest), Refused(
+                "executor_error", f"{why}\nThe plan was: {plan_json}"
+            )
+        if isinstance(reply, Accept):
+            if reply.sha256 != digest:
+                log.warning(
+                    "diagnose.fingerprint_mismatch",
+                    plan_id=reply.plan_id,
+                    ours=digest,
+                    executors=reply.sha256,
+                )
+            return Answer(f"ACCEPT {reply.plan_id}", "policy", 0, digest), Accepted(reply, parsed)
+        if isinstance(reply, Reject):
+            reason = clean(reply.reason, 500)
+            return self.said(f"REJECT: {reason}", "validator", digest), Refused(
+                "plan_rejected", f"The executor rejected the plan: {reason}"
+            )
+        problems = "\n".join(f"- {error}" for error in reply.errors)
+        text = f"The executor asked for a revision (REVISE); nothing was stored:\n{problems}"
+        return self.said(text, "validator", digest), None

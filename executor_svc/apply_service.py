@@ -1,0 +1,57 @@
+"""``opsbot-apply``: what opsbot-apply.service runs when its timer fires or an approval
+appears (opsbot-apply.path). It applies every approved plan once, expires old ones, and
+prints one line per plan it looked at; the journal keeps each step's story.
+
+Exit status: 0 when no step failed, 1 when one did, the error's own status (78 for a bad
+config, 74 for a state directory that cannot be written) when nothing could be applied.
+"""
+
+import argparse
+import os
+import pwd
+import sys
+
+from executor_svc.apply import Applier, Outcome
+from executor_svc.store import PlanStore, utcnow
+from shared_io import log as logsetup
+from shared_io.config import load_config
+from shared_io.errors import OpsbotError
+from shared_io.paths import Paths
+from shared_schema import PlanState
+from shared_schema.text import printable
+
+
+def apply_plans(paths: Paths, *, actor: str, dry_run: bool = False) -> list[Outcome]:
+    """Apply (or with ``dry_run``, only judge) every open plan in ``paths.state_dir``."""
+    config = load_config(paths.config)
+    store = PlanStore(paths.state_dir)
+    if not dry_run:
+        store.ensure()
+    applier = Applier(store, paths.approvals_dir, config.executor, actor=actor, now=utcnow)
+    return applier.apply_all(dry_run=dry_run)
+
+
+def failed(outcomes: list[Outcome]) -> bool:
+    return any(o.state is PlanState.FAILED for o in outcomes if o.ran)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="opsbot-apply",
+        description="Apply every approved plan once (what opsbot-apply.service runs).",
+    )
+    parser.add_argument("--verbose", action="store_true", help="log debug events")
+    args = parser.parse_args(argv)
+    logsetup.configure("opsbot-apply", verbose=args.verbose)
+    try:
+        outcomes = apply_plans(Paths.from_env(), actor=pwd.getpwuid(os.getuid()).pw_name)
+    except OpsbotError as exc:
+        print(f"opsbot-apply: {exc.message}", file=sys.stderr)
+        return exc.exit_status
+    for o in outcomes:
+        print(f"{o.plan_id}  {o.state:<11} {printable(o.message)}")
+    return 1 if failed(outcomes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""``opsbot watch``: diagnose a unit automatically whenever it fails.
+
+Watching a unit is one drop-in, ``/etc/systemd/system/UNIT.d/50-opsbot-watch.conf``,
+with ``OnFailure=opsbot-onfailure@%n.service``; unwatching removes it. Both reload
+systemd. Root only (the drop-in directory is root's).
+"""
+
+import contextlib
+from pathlib import Path
+
+import structlog
+
+from executor_svc.errors import ExecutorError, UsageError
+from executor_svc.store import write_atomic
+from shared_io.run import run
+
+log = structlog.get_logger("opsbot.executor.watch")
+
+UNIT_DIR = Path("/etc/systemd/system")
+DROPIN = (
+    b"# Written by `opsbot watch`; `opsbot unwatch` removes it.\n"
+    b"[Unit]\nOnFailure=opsbot-onfailure@%n.service\n"
+)
+
+
+def dropin_path(unit: str) -> Path:
+    return UNIT_DIR / f"{unit}.d" / "50-opsbot-watch.conf"
+
+
+def watch(unit: str) -> Path:
+    """Write ``unit``'s watch drop-in and reload systemd; the drop-in's path."""
+    dropin = dropin_path(unit)
+    dropin.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(dropin, DROPIN, mode=0o644)
+    _daemon_reload()
+    log.info("unit.watched", unit=unit)
+    return dropin
+
+
+def unwatch(unit: str) -> Path:
+    """Remove ``unit``'s watch drop-in and reload systemd; UsageError if there is none."""
+    dropin = dropin_path(unit)
+    try:
+        dropin.unlink()
+    except FileNotFoundError:
+        raise UsageError(f"{unit} is not watched (no {dropin})") from None
+    with contextlib.suppress(OSError):
+        dropin.parent.rmdir()
+    _daemon_reload()
+    log.info("unit.unwatched", unit=unit)
+    return dropin
+
+
+def _daemon_reload() -> None:
+    result = run(["systemctl", "daemon-reload"], timeout=60, merge_stderr=True)
+    if not result.ok:
+        raise ExecutorError(f"systemctl daemon-reload failed: {result.error or result.output}")

@@ -1,0 +1,85 @@
+"""The console's side of both sockets: one request and one reply to the executor, one
+request and a stream of events to the diagnosis service. Each failure to reach a daemon
+is one line with a hint that says what to check."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from opsbot_cli.errors import ConsoleError
+from shared_io import framing
+from shared_io.errors import PeerProtocolError, SocketUnavailable
+from shared_schema import (
+    MAX_MESSAGE_BYTES,
+    MAX_REPLY_BYTES,
+    WireError,
+    decode_json_object,
+    encode_message,
+    parse_reply,
+)
+from shared_schema._model import Model
+from shared_schema.diagnose_socket import (
+    STREAM_ITEM,
+    DiagnoseRequest,
+    ErrorMessage,
+    FinishedEvent,
+    StartedEvent,
+    StepEvent,
+    VerdictMessage,
+)
+from shared_schema.executor_socket import Accept, PlanDetail, PlanList, Reject, Revise
+
+EXECUTOR_TIMEOUT = 30.0
+#: A diagnosis reports each step as it happens; this long without one, it is lost.
+DIAGNOSE_TIMEOUT = 600.0
+
+
+def _unreachable(exc: SocketUnavailable, daemon: str, unit: str) -> ConsoleError:
+    if exc.reason == "missing":
+        return ConsoleError(
+            f"no socket at {exc.path}", hint=f"is {unit} enabled? `systemctl enable --now {unit}`"
+        )
+    if exc.reason == "permission":
+        return ConsoleError(
+            f"permission denied on {exc.path}",
+            hint="operators must be in group opsbot-operators (log in again after adding)",
+        )
+    if isinstance(exc, PeerProtocolError):
+        return ConsoleError(f"the {daemon} sent a malformed reply: {exc.what}")
+    return ConsoleError(f"cannot talk to the {daemon} at {exc.path}: {exc.what}")
+
+
+def request(
+    path: Path, message: Model, timeout: float = EXECUTOR_TIMEOUT
+) -> Accept | Revise | Reject | PlanDetail | PlanList:
+    """One request to the executor, its one reply."""
+    try:
+        line = framing.exchange(
+            path, encode_message(message), limit=MAX_REPLY_BYTES, timeout=timeout
+        )
+    except SocketUnavailable as exc:
+        raise _unreachable(exc, "executor", "opsbot-executor.socket") from exc
+    try:
+        return parse_reply(line)
+    except WireError as exc:
+        raise ConsoleError(f"the executor sent a malformed reply: {exc.message}") from exc
+
+
+def diagnose_stream(
+    path: Path, message: DiagnoseRequest, timeout: float = DIAGNOSE_TIMEOUT
+) -> Iterator[StartedEvent | StepEvent | FinishedEvent | VerdictMessage | ErrorMessage]:
+    """Ask the diagnosis service; yield each event as it arrives, then the verdict."""
+    lines = framing.stream(path, encode_message(message), limit=MAX_MESSAGE_BYTES, timeout=timeout)
+    try:
+        for line in lines:
+            try:
+                yield STREAM_ITEM.validate_python(decode_json_object(line))
+            except (WireError, ValidationError) as exc:
+                raise ConsoleError(
+                    f"the diagnosis service sent a malformed line: {str(exc)[:200]}"
+                ) from exc
+    except SocketUnavailable as exc:
+        raise _unreachable(exc, "diagnosis service", "opsbot-diagnose.socket") from exc

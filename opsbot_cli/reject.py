@@ -1,0 +1,31 @@
+"""``opsbot reject ID`` (root): refuse a plan; it will never run."""
+
+from __future__ import annotations
+
+import argparse
+
+from executor_svc.gate import reject
+from executor_svc.store import PlanStore, utcnow
+from opsbot_cli.output import command, operator_name, out, plan_id_arg, require_root
+from shared_io.paths import Paths
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = command(sub, "reject", "(root) refuse a plan; it will never run")
+    p.add_argument("plan_id", metavar="ID")
+    p.add_argument("--reason", help="why, for the audit trail")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, paths: Paths) -> int:
+    require_root("reject")
+    plan_id = plan_id_arg(args.plan_id)
+    reject(
+        PlanStore(paths.state_dir),
+        plan_id,
+        by=operator_name(),
+        now=utcnow(),
+        reason=args.reason or None,
+    )
+    out(f"rejected plan {plan_id}")
+    return 0

@@ -1,0 +1,61 @@
+"""``opsbot show ID``: one plan, its steps as the argv each will run, its history."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+
+from opsbot_cli.clients import request
+from opsbot_cli.errors import ConsoleError
+from opsbot_cli.output import command, json_out, out, plan_id_arg, printable, when
+from shared_io.paths import Paths
+from shared_schema import PlanDetail, Reject, ShowPlan
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = command(sub, "show", "show one plan: goal, steps as argv, history")
+    p.add_argument("plan_id", metavar="ID")
+    p.add_argument("--argv", action="store_true", help="print only each step's argv, one a line")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, paths: Paths) -> int:
+    reply = request(paths.executor_socket, ShowPlan(plan_id=plan_id_arg(args.plan_id)))
+    if isinstance(reply, Reject):
+        raise ConsoleError(reply.reason)
+    assert isinstance(reply, PlanDetail)
+    if args.json:
+        json_out(reply.model_dump(mode="json"))
+    elif args.argv:
+        for argv in reply.argv:
+            out(shlex.join(argv))
+    else:
+        render(reply)
+    return 0
+
+
+def render(detail: PlanDetail) -> None:
+    s = detail.summary
+    out(f"plan      {s.plan_id}")
+    out(f"state     {s.state}" + (f" ({printable(s.reason)})" if s.reason else ""))
+    out(f"sha256    {s.sha256}")
+    out(f"goal      {printable(s.goal)}")
+    out(f"submitted {when(s.submitted_at)} by {printable(s.submitted_by)}")
+    out(f"on error  {'stop' if detail.plan.stop_on_error else 'continue'}")
+    out("steps:")
+    records = {r.index: r for r in detail.steps}
+    for index, (step, argv) in enumerate(zip(detail.plan.steps, detail.argv, strict=True), 1):
+        out(f"  {index}. {shlex.join(argv)}")
+        if step.expect is not None:
+            out(f"     expect {step.expect.model_dump_json(exclude_none=True)}")
+        if step.reason:
+            out(f"     why    {printable(step.reason)}")
+        record = records.get(index)
+        if record is not None and record.outcome != "not-run":
+            out(f"     ran    {record.outcome} (exit {record.exit_status})")
+    if detail.history:
+        out("history:")
+        for item in detail.history:
+            reason = f": {printable(str(item.get('reason')))}" if item.get("reason") else ""
+            out(f"  {item['at']}  {item['state']:<11} by {item['by']}{reason}")

@@ -1,0 +1,170 @@
+"""Newline-delimited messages on Unix sockets, the one framing of every opsbot socket.
+
+A message is one line: bytes up to a newline, at most ``limit`` bytes, to arrive within a
+deadline. Servers read with :class:`LineReader` and answer with :func:`send_line`;
+clients use :func:`exchange` (one request, one reply line) or :func:`stream` (one
+request, then reply lines until the server closes). Every read is bounded in size and
+in time, so a slow, silent or flooding peer costs one connection, not the process.
+
+Client failures are :class:`~shared_io.errors.SocketUnavailable` with a ``reason``
+(``missing``, ``refused``, ``permission``, ``timeout``, ``closed``, ``io``) for the
+caller's hint, or :class:`~shared_io.errors.PeerProtocolError` for a reply that does
+not fit its limit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from shared_io.errors import PeerProtocolError, SocketUnavailable
+
+CHUNK = 65536
+
+
+class MessageTooLarge(Exception):
+    """A peer sent more than ``limit`` bytes without ending its message."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"message larger than {limit} bytes")
+        self.limit = limit
+
+
+class LineReader:
+    """Reads newline-terminated messages of at most ``limit`` bytes from ``sock``."""
+
+    def __init__(self, sock: socket.socket, limit: int) -> None:
+        self.sock = sock
+        self.limit = limit
+        self.buffer = b""
+        #: Set when the last message came without its newline (the peer closed after it).
+        self.unterminated = False
+
+    def readline(self, timeout: float) -> bytes | None:
+        """The next message without its newline, read within ``timeout`` seconds; None at
+        end of stream. A last message without its newline still counts.
+
+        Raises MessageTooLarge, TimeoutError (the deadline passed; what was read so far
+        stays in ``buffer``) or OSError from the socket.
+        """
+        return self.readline_by(time.monotonic() + timeout)
+
+    def readline_by(self, deadline: float) -> bytes | None:
+        """:meth:`readline` with an absolute deadline (``time.monotonic()``)."""
+        while True:
+            newline = self.buffer.find(b"\n")
+            if newline >= 0:
+                line, self.buffer = self.buffer[:newline], self.buffer[newline + 1 :]
+                if len(line) > self.limit:
+                    raise MessageTooLarge(self.limit)
+                return line
+            if len(self.buffer) > self.limit:
+                raise MessageTooLarge(self.limit)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            self.sock.settimeout(remaining)
+            chunk = self.sock.recv(CHUNK)
+            if not chunk:
+                if self.buffer.strip():
+                    line, self.buffer = self.buffer, b""
+                    if len(line) > self.limit:
+                        raise MessageTooLarge(self.limit)
+                    self.unterminated = True
+                    return line
+                return None
+            self.buffer += chunk
+
+
+def send_line(sock: socket.socket, data: bytes, timeout: float) -> None:
+    """Send one whole message (``data`` ends with its newline) within ``timeout``."""
+    sock.settimeout(timeout)
+    sock.sendall(data)
+
+
+def connect(path: str | Path, timeout: float) -> socket.socket:
+    """A connected Unix stream socket; SocketUnavailable saying why there is none."""
+    where = str(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(where)
+    except BaseException as exc:
+        sock.close()
+        if isinstance(exc, FileNotFoundError):
+            raise SocketUnavailable(where, "missing", "does not exist") from exc
+        if isinstance(exc, ConnectionRefusedError):
+            raise SocketUnavailable(
+                where, "refused", "connection refused (nobody listens)"
+            ) from exc
+        if isinstance(exc, PermissionError):
+            raise SocketUnavailable(where, "permission", "permission denied") from exc
+        if isinstance(exc, TimeoutError):
+            raise SocketUnavailable(
+                where, "timeout", f"no connection within {timeout:g} s"
+            ) from exc
+        if isinstance(exc, OSError):
+            raise SocketUnavailable(where, "io", f"cannot connect: {exc}") from exc
+        raise
+    return sock
+
+
+def _read(reader: LineReader, where: str, deadline: float, timeout: float) -> bytes | None:
+    """The next reply line, or None at end of stream; failures as SocketUnavailable."""
+    try:
+        return reader.readline_by(deadline)
+    except MessageTooLarge as exc:
+        raise PeerProtocolError(
+            where, "io", f"sent more than {exc.limit} bytes without ending its reply"
+        ) from exc
+    except TimeoutError as exc:
+        raise SocketUnavailable(where, "timeout", f"no reply within {timeout:g} s") from exc
+    except ConnectionResetError as exc:
+        raise SocketUnavailable(where, "closed", "closed the connection without replying") from exc
+    except OSError as exc:
+        raise SocketUnavailable(where, "io", f"reading the reply failed: {exc}") from exc
+
+
+def _send(sock: socket.socket, where: str, data: bytes, timeout: float) -> None:
+    try:
+        send_line(sock, data, timeout)
+    except TimeoutError as exc:
+        raise SocketUnavailable(where, "timeout", f"took no request within {timeout:g} s") from exc
+    except (BrokenPipeError, ConnectionResetError) as exc:
+        raise SocketUnavailable(
+            where, "closed", "closed the connection before the request"
+        ) from exc
+    except OSError as exc:
+        raise SocketUnavailable(where, "io", f"sending the request failed: {exc}") from exc
+
+
+def exchange(path: str | Path, message: bytes, *, limit: int, timeout: float) -> bytes:
+    """Send one message, read one reply line of at most ``limit`` bytes, close.
+
+    ``timeout`` bounds the whole exchange, connecting included.
+    """
+    where = str(path)
+    deadline = time.monotonic() + timeout
+    with contextlib.closing(connect(where, timeout)) as sock:
+        _send(sock, where, message, max(0.001, deadline - time.monotonic()))
+        reader = LineReader(sock, limit)
+        line = _read(reader, where, deadline, timeout)
+    if line is None:
+        raise SocketUnavailable(where, "closed", "closed the connection without replying")
+    if reader.unterminated:
+        raise SocketUnavailable(where, "closed", "closed the connection in the middle of its reply")
+    return line
+
+
+def stream(path: str | Path, message: bytes, *, limit: int, timeout: float) -> Iterator[bytes]:
+    """Send one message, then yield each reply line (at most ``limit`` bytes, each within
+    ``timeout`` seconds of the one before) until the server closes the connection."""
+    where = str(path)
+    with contextlib.closing(connect(where, timeout)) as sock:
+        _send(sock, where, message, timeout)
+        reader = LineReader(sock, limit)
+        while (line := _read(reader, where, time.monotonic() + timeout, timeout)) is not None:
+            yield line

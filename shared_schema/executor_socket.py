@@ -1,0 +1,147 @@
+"""The executor socket's protocol (/run/opsbot/executor.sock): one request line, one
+reply line, each a JSON object (shared_schema.messages).
+
+A request is one of ``submit``, ``list``, ``show`` (field ``op``); a reply carries a
+``verdict``: ACCEPT (plan id and fingerprint), REVISE (field errors a model can act on),
+REJECT (a reason), or PLANS / PLAN for operators' queries. Every message carries the
+protocol version ``v``.
+"""
+
+from datetime import datetime
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import Field, TypeAdapter, ValidationError
+
+from shared_schema._model import Model
+from shared_schema.errors import FieldError, field_errors
+from shared_schema.messages import MAX_REPLY_BYTES, WireError, check_version, decode_json_object
+from shared_schema.plan import Plan
+from shared_schema.states import PlanState
+from shared_schema.units import PlanId, Sha256Hex
+
+PROTOCOL_VERSION: Final = 1
+
+RunId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+
+# -- requests ---------------------------------------------------------------------------
+
+
+class SubmitPlan(Model):
+    """Propose a plan. Only the diagnose user (and root) may send it."""
+
+    v: Literal[1] = 1
+    op: Literal["submit"] = "submit"
+    # Kept as raw JSON here so that a bad plan gets REVISE with field errors, while a
+    # bad envelope gets REJECT.
+    plan: dict[str, Any]
+    run_id: RunId | None = None
+    symptom: Annotated[str, Field(max_length=500)] | None = None
+
+
+class ListPlans(Model):
+    """List stored plans (operators and root)."""
+
+    v: Literal[1] = 1
+    op: Literal["list"] = "list"
+
+
+class ShowPlan(Model):
+    """Show one plan with its argv, history and step records (operators and root)."""
+
+    v: Literal[1] = 1
+    op: Literal["show"] = "show"
+    plan_id: PlanId
+
+
+Request = Annotated[SubmitPlan | ListPlans | ShowPlan, Field(discriminator="op")]
+_REQUEST = TypeAdapter(Request)
+
+
+# -- replies ----------------------------------------------------------------------------
+
+
+class Accept(Model):
+    v: Literal[1] = 1
+    verdict: Literal["ACCEPT"] = "ACCEPT"
+    plan_id: PlanId
+    sha256: Sha256Hex
+    duplicate: bool = False
+
+
+class Revise(Model):
+    v: Literal[1] = 1
+    verdict: Literal["REVISE"] = "REVISE"
+    errors: list[FieldError] = Field(min_length=1)
+
+
+class Reject(Model):
+    v: Literal[1] = 1
+    verdict: Literal["REJECT"] = "REJECT"
+    reason: str
+
+
+class StepRecord(Model):
+    """What happened to one step of an apply."""
+
+    index: int
+    tool: str
+    argv: list[str]
+    outcome: Literal["running", "ok", "failed", "timeout", "not-run"]
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    exit_status: int | None = None
+    output: str = ""
+
+
+class PlanSummary(Model):
+    plan_id: PlanId
+    state: PlanState
+    sha256: Sha256Hex
+    goal: str
+    units: list[str]
+    submitted_at: datetime
+    submitted_by: str
+    reason: str = ""
+
+
+class PlanDetail(Model):
+    v: Literal[1] = 1
+    verdict: Literal["PLAN"] = "PLAN"
+    summary: PlanSummary
+    plan: Plan
+    argv: list[list[str]]
+    history: list[dict[str, Any]] = []
+    steps: list[StepRecord] = []
+
+
+class PlanList(Model):
+    v: Literal[1] = 1
+    verdict: Literal["PLANS"] = "PLANS"
+    plans: list[PlanSummary]
+
+
+Reply = Annotated[Accept | Revise | Reject | PlanDetail | PlanList, Field(discriminator="verdict")]
+_REPLY = TypeAdapter(Reply)
+
+
+# -- parsing ----------------------------------------------------------------------------
+
+
+def parse_request(obj: dict[str, Any]) -> SubmitPlan | ListPlans | ShowPlan:
+    """Validate a decoded object as a request; WireError says what is wrong."""
+    check_version(obj, PROTOCOL_VERSION, "this executor")
+    try:
+        return _REQUEST.validate_python(obj)
+    except ValidationError as exc:
+        errors = field_errors(exc, union_tags=frozenset({"submit", "list", "show"}))
+        raise WireError("bad request: " + "; ".join(str(e) for e in errors)[:500]) from exc
+
+
+def parse_reply(line: bytes) -> Accept | Revise | Reject | PlanDetail | PlanList:
+    """Validate one reply line from the executor."""
+    obj = decode_json_object(line, MAX_REPLY_BYTES)
+    check_version(obj, PROTOCOL_VERSION, "this executor")
+    try:
+        return _REPLY.validate_python(obj)
+    except ValidationError as exc:
+        raise WireError(f"bad reply: {exc.errors(include_url=False)[:3]}") from exc

@@ -1,0 +1,71 @@
+"""What a diagnosis ends with: a ``Verdict``, the last line the diagnose socket sends.
+
+A discriminated union on ``kind``: ``"plan"`` (the executor accepted a plan: its id,
+fingerprint and the plan) or ``"note"`` (no plan: a text for the operator). Both say how
+the run ended (``ended_by``), how many steps and tokens it used, and the evidence
+gathered: each tool called and one line on what it returned.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from shared_schema._model import Model
+from shared_schema.plan import Plan
+
+EndedBy = Literal[
+    "plan_accepted",  # the executor accepted the plan: it waits for an operator's approval
+    "final_note",  # the policy finished with a note
+    "plan_rejected",  # the executor rejected the plan outright
+    "step_limit",  # max_steps used up without an answer
+    "token_budget",  # the policy used more tokens than [diagnose] token_budget allows
+    "cycle",  # tools were withdrawn for repeated calls and the policy still called one
+    "policy_error",  # the policy could not propose (model endpoint down, bad answer)
+    "executor_error",  # the executor could not be reached, or answered nonsense
+]
+
+
+class Evidence(Model):
+    """One tool call of a run and one line on what it returned (already redacted)."""
+
+    step: int
+    tool: str
+    args: dict[str, Any]
+    summary: str
+    error: bool = False
+
+    def line(self) -> str:
+        args = ", ".join(f"{key}={value}" for key, value in self.args.items())
+        return f"step {self.step} {self.tool}({args}): {self.summary}"
+
+
+class _Verdict(Model):
+    run_id: str
+    unit: str
+    steps_used: int
+    tokens: int
+    evidence: list[Evidence]
+
+
+class PlanVerdict(_Verdict):
+    """The executor accepted a plan; it now waits for an operator's approval."""
+
+    kind: Literal["plan"] = "plan"
+    ended_by: Literal["plan_accepted"] = "plan_accepted"
+    plan_id: str
+    sha256: str
+    plan: Plan
+
+
+class NoteVerdict(_Verdict):
+    """No plan: a note for the operator (no change warranted, a human must act, or why
+    the run stopped, with the evidence gathered and what is still unknown)."""
+
+    kind: Literal["note"] = "note"
+    ended_by: EndedBy
+    text: str
+
+
+Verdict = Annotated[PlanVerdict | NoteVerdict, Field(discriminator="kind")]

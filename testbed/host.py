@@ -1,0 +1,192 @@
+"""opsbot installed in a booted container, and the small verbs tests, the demo and the
+benchmarks use on it: install it as an operator would, talk to its sockets as some user,
+run its console, read a plan's state, wait for an apply, start the scripted model.
+
+Usage::
+
+    with BootedSystemd() as ct:
+        install_opsbot(ct, TEST_CONFIG)
+        reply = submit(ct, restart_plan("demo-web.service"))
+        wait_state(ct, reply["plan_id"], {"APPLIED"})
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+from testbed.container import REPO_MOUNT, BootedSystemd
+
+#: The checkout, as the container sees it (read-only).
+REPO = REPO_MOUNT
+#: The venv opsbot runs from: on the host's /, so in every container too.
+PYTHON = "/opt/opsbot/venv/bin/python"
+OPSBOT = "/opt/opsbot/venv/bin/opsbot"
+EXECUTOR_SOCKET = "/run/opsbot/executor.sock"
+DIAGNOSE_SOCKET = "/run/opsbot/diagnose.sock"
+#: The units opsbot may act on in these tests; anything else must stay out of reach.
+TEST_CONFIG = """\
+[executor]
+step_timeout_seconds = 30
+approval_ttl_seconds = 600
+
+[executor.allow]
+restart_unit = ["demo-web.service", "demo-db.service"]
+start_unit = ["demo-web.service", "demo-db.service"]
+reset_failed_unit = ["demo-web.service"]
+"""
+DEMO_UNIT = """\
+[Unit]
+Description=opsbot test target {name}
+
+[Service]
+ExecStart=/bin/sleep infinity
+"""
+DEMO_UNITS = ("demo-web", "demo-db", "demo-other")
+
+
+def install_opsbot(ct: BootedSystemd, config: str | None = None) -> None:
+    """opsbot installed as an operator would: ``packaging/install.sh --offline --enable``
+    (units, users, directories, the polkit rule, the sockets, timer and path enabled),
+    with ``config`` as /etc/opsbot/opsbot.toml when given."""
+    if config is not None:
+        ct.write_file("/etc/opsbot/opsbot.toml", config)
+    ct.run(["bash", f"{REPO}/packaging/install.sh", "--offline", "--enable"], timeout=300)
+
+
+def install_demo_units(ct: BootedSystemd) -> None:
+    """demo-web, demo-db and demo-other: idle services for opsbot to act on, started."""
+    for name in DEMO_UNITS:
+        ct.write_file(f"/etc/systemd/system/{name}.service", DEMO_UNIT.format(name=name))
+    ct.systemctl("daemon-reload")
+    ct.systemctl("start", *(f"{name}.service" for name in DEMO_UNITS))
+
+
+def send_raw(
+    ct: BootedSystemd,
+    data: bytes | str,
+    user: str = "opsbot-diagnose",
+    socket: str = EXECUTOR_SOCKET,
+) -> tuple[int, str, str]:
+    """Send bytes to a socket as ``user`` and read every line back until it closes:
+    (exit status, stdout, stderr) of testbed/inside/socket_client.py (3: refused)."""
+    text = data.decode("utf-8", "surrogateescape") if isinstance(data, bytes) else data
+    proc = ct.run(
+        [PYTHON, f"{REPO}/testbed/inside/socket_client.py", socket],
+        user=user,
+        input=text,
+        check=False,
+    )
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def request(
+    ct: BootedSystemd, message: dict[str, Any], user: str = "opsbot-diagnose"
+) -> dict[str, Any]:
+    """One request to the executor socket, one parsed reply."""
+    status, out, err = send_raw(ct, json.dumps(message) + "\n", user)
+    assert status == 0, f"socket client failed ({status}): {err}"
+    lines = out.splitlines()
+    assert lines, f"no reply; stderr: {err}"
+    reply: dict[str, Any] = json.loads(lines[0])
+    return reply
+
+
+def submit(
+    ct: BootedSystemd, plan: dict[str, Any], user: str = "opsbot-diagnose"
+) -> dict[str, Any]:
+    return request(ct, {"v": 1, "op": "submit", "plan": plan}, user)
+
+
+def restart_plan(unit: str, goal: str | None = None, **expect: Any) -> dict[str, Any]:
+    step: dict[str, Any] = {
+        "tool": "restart_unit",
+        "args": {"unit": unit},
+        "reason": f"{unit} needs a restart",
+    }
+    if expect:
+        step["expect"] = expect
+    return {"goal": goal or f"restart {unit}", "steps": [step]}
+
+
+def invocation(ct: BootedSystemd, unit: str) -> str:
+    return ct.run(["systemctl", "show", "-P", "InvocationID", unit]).stdout.strip()
+
+
+def opsbot(
+    ct: BootedSystemd,
+    *args: str,
+    check: bool = True,
+    user: str | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """The console, ``opsbot ARGS``, as root or as ``user``."""
+    return ct.run([OPSBOT, *args], check=check, user=user, timeout=timeout)
+
+
+def plan_state(ct: BootedSystemd, plan_id: str) -> str:
+    detail = json.loads(opsbot(ct, "show", plan_id, "--json").stdout)
+    return str(detail["summary"]["state"])
+
+
+def wait_state(ct: BootedSystemd, plan_id: str, states: set[str], timeout: float = 60) -> str:
+    def settled() -> str:
+        state = plan_state(ct, plan_id)
+        return state if state in states else ""
+
+    return ct.wait_for(
+        settled,
+        timeout=timeout,
+        interval=0.5,
+        what=f"plan {plan_id} in {sorted(states)}",
+    )
+
+
+LLM_PORT = 18080
+LLM_URL = f"http://127.0.0.1:{LLM_PORT}/v1"
+
+
+def start_scripted_model(
+    ct: BootedSystemd, script: dict[str, Any], record: str | None = None
+) -> None:
+    """(Re)start the local OpenAI-compatible server in the container as the transient
+    unit scripted-llm.service, replaying ``script``; wait until it answers."""
+    ct.systemctl("stop", "scripted-llm.service", check=False)
+    ct.systemctl("reset-failed", "scripted-llm.service", check=False)
+    ct.write_file("/srv/llm/script.json", json.dumps(script))
+    argv = [
+        "systemd-run",
+        "--unit=scripted-llm",
+        "-p",
+        f"Environment=PYTHONPATH={REPO}",
+        PYTHON,
+        "-m",
+        "testbed.scripted_openai",
+        "--script",
+        "/srv/llm/script.json",
+        "--port",
+        str(LLM_PORT),
+    ]
+    if record is not None:
+        argv += ["--record", record]
+    ct.run(argv)
+
+    def answers() -> bool:
+        probe = ct.run(
+            [
+                "curl",
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--max-time",
+                "2",
+                f"{LLM_URL}/models",
+            ],
+            check=False,
+        )
+        return probe.stdout.strip() == "200"
+
+    ct.wait_for(answers, timeout=20, interval=0.2, what="scripted model listening")

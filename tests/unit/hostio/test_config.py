@@ -1,0 +1,100 @@
+"""Reading opsbot.toml, the same for every unit: defaults when missing, errors that name
+the file and the key path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shared_io.config import HINT, load_config
+from shared_io.errors import ConfigError
+from shared_io.paths import config_path
+from shared_schema import OpsbotConfig
+
+GOOD = """
+[executor]
+allow = { restart_unit = ["nginx.service", "app.service"] }
+
+[diagnose]
+max_steps = 8
+redact_patterns = ['CUST-\\d+']
+
+[diagnose.health.web]
+url = "http://127.0.0.1/"
+unit = "nginx.service"
+timeout = 1.5
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "opsbot.toml"
+    path.write_text(text)
+    return path
+
+
+def test_missing_file_gives_the_defaults(tmp_path: Path) -> None:
+    """No configuration file: every setting has its default."""
+    assert load_config(tmp_path / "absent.toml") == OpsbotConfig()
+
+
+def test_path_comes_from_opsbot_config_or_etc() -> None:
+    """OPSBOT_CONFIG overrides /etc/opsbot/opsbot.toml."""
+    assert config_path({}) == Path("/etc/opsbot/opsbot.toml")
+    assert config_path({"OPSBOT_CONFIG": "/tmp/x.toml"}) == Path("/tmp/x.toml")
+
+
+def test_load_config_reads_opsbot_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """load_config() without a path reads the file $OPSBOT_CONFIG names."""
+    path = write(tmp_path, GOOD.replace("timeout = 1.5\n", "timeout_seconds = 1.5\n"))
+    monkeypatch.setenv("OPSBOT_CONFIG", str(path))
+    config = load_config()
+    assert config.diagnose.max_steps == 8
+    assert config.diagnose.health["web"].unit == "nginx.service"
+    assert config.diagnose.health["web"].timeout_seconds == 1.5
+    assert config.executor.allow["restart_unit"] == ["nginx.service", "app.service"]
+
+
+def test_unknown_key_is_named_by_its_path(tmp_path: Path) -> None:
+    """A key the schema does not know is an error naming the file and
+    diagnose.health.web.timeout, with a hint where every key is listed."""
+    path = write(tmp_path, GOOD)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert caught.value.message == (
+        f"{path}: diagnose.health.web.timeout: Extra inputs are not permitted"
+    )
+    assert caught.value.hint == HINT
+    assert caught.value.exit_status == 78
+
+
+def test_bad_value_is_named_by_its_path(tmp_path: Path) -> None:
+    """A value that does not validate names its key path."""
+    text = '[diagnose.health.web]\nurl = "not a url"\n'
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError, match=rf"^{path}: diagnose\.health\.web\.url: "):
+        load_config(path)
+
+
+def test_every_bad_key_is_listed(tmp_path: Path) -> None:
+    """Several bad keys are all listed, each with its path."""
+    text = '[diagnose]\nmax_steps = 0\nwatch = ["not a unit"]\n'
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert caught.value.message.startswith(f"{path}: diagnose.watch.0: ")
+    assert "; diagnose.max_steps: Input should be greater than or equal to 1" in (
+        caught.value.message
+    )
+
+
+def test_bad_toml_is_a_config_error_with_its_line(tmp_path: Path) -> None:
+    """A file that is not TOML is a ConfigError saying where."""
+    with pytest.raises(ConfigError, match=r"opsbot.toml: not valid TOML: .*line 2"):
+        load_config(write(tmp_path, "[diagnose]\nmax_steps = = 3\n"))
+
+
+def test_unreadable_file_is_a_config_error(tmp_path: Path) -> None:
+    """A path that cannot be read (here: a directory) is a ConfigError, not an OSError."""
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path)
