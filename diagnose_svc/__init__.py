@@ -12,6 +12,7 @@ The public names are re-exported here::
 from diagnose_svc.actions import (
     Action,
     CallTool,
+    CallTools,
     FinalNote,
     Policy,
     Proposal,
@@ -42,6 +43,7 @@ __all__ = [
     "READ_TOOLS",
     "Action",
     "CallTool",
+    "CallTools",
     "DiagnoseError",
     "Event",
     "Evidence",

@@ -1,7 +1,9 @@
 """What a policy may propose, and what it is shown: the vocabulary of the loop.
 
-A policy proposes exactly one action per turn. Which actions are possible, what they do
-and when the run stops is decided by the runtime (``runtime.py``), not by the policy.
+A policy proposes exactly one action per turn: one tool call, several at once (a
+``CallTools`` batch, counted as one step), a plan, or a note. Which actions are possible,
+what they do and when the run stops is decided by the runtime (``runtime/``), not by
+the policy.
 """
 
 from collections.abc import Mapping, Sequence
@@ -20,6 +22,16 @@ class CallTool:
 
 
 @dataclass(frozen=True)
+class CallTools:
+    """Call several read tools in one step (at most ``MAX_CALLS_PER_STEP``, limits.py):
+    the breadth-first reads of an operator who looks at everything failing at once."""
+
+    calls: tuple[CallTool, ...]
+    thought: str = ""
+    kind: Literal["call_tools"] = "call_tools"
+
+
+@dataclass(frozen=True)
 class SubmitPlan:
     """Finish by proposing a plan (a JSON object the runtime validates with shared_schema)."""
 
@@ -30,14 +42,19 @@ class SubmitPlan:
 
 @dataclass(frozen=True)
 class FinalNote:
-    """Finish without a plan: no change is warranted, or a human must act."""
+    """Finish without a plan: no change is warranted, or a human must act.
+
+    ``cause`` is the cause as data (``shared_schema.verdict.Cause``: kind, unit, fact),
+    when the policy names one; the runtime validates it and drops what does not.
+    """
 
     text: str
     thought: str = ""
+    cause: Mapping[str, Any] | None = None
     kind: Literal["final_note"] = "final_note"
 
 
-Action = CallTool | SubmitPlan | FinalNote
+Action = CallTool | CallTools | SubmitPlan | FinalNote
 
 
 @dataclass(frozen=True)
@@ -51,11 +68,12 @@ class ToolSpec:
 
 @dataclass(frozen=True)
 class Turn:
-    """One step of the transcript: the action taken and what came back.
+    """One action of the transcript and what came back.
 
     ``observation`` is what the policy is shown (already truncated and redacted);
     ``decided_by`` says who produced it: the policy's tool call answered by a tool, the
-    runtime (a refused tool, a nudge, a limit) or the validator (REVISE errors).
+    runtime (a refused tool, a nudge, a limit) or the validator (REVISE errors). The calls
+    of one ``CallTools`` step are one Turn each, with the same ``step``.
     """
 
     step: int

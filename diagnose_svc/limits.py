@@ -6,6 +6,9 @@ what a subprocess printed and what the journal holds are all cut to these sizes.
 
 #: Characters of one observation shown to the policy, after redaction.
 OBSERVATION_LIMIT = 2000
+#: Read tool calls one step may carry (a CallTools batch), and so what a step may show.
+MAX_CALLS_PER_STEP = 8
+STEP_OBSERVATION_LIMIT = MAX_CALLS_PER_STEP * OBSERVATION_LIMIT
 #: What a tool aims its own output at, leaving room for redaction markers.
 TOOL_OUTPUT_BUDGET = 1800
 #: Characters of machine-readable subprocess output kept for parsing.

@@ -41,6 +41,33 @@ class Evidence(Model):
         return f"step {self.step} {self.tool}({args}): {self.summary}"
 
 
+CauseKind = Literal[
+    "healthy",  # nothing is wrong now: no change is warranted
+    "masked",  # the unit is masked: only a human can unmask it
+    "unit_file_error",  # the unit file does not load, or changed on disk (daemon-reload)
+    "config_error",  # the service's own configuration is invalid (a check failed, a bad setting)
+    "missing_file",  # a program or file the unit needs does not exist
+    "permission_denied",  # a file the unit needs exists but its user cannot read it
+    "disk_full",  # a filesystem the unit writes to is full
+    "port_in_use",  # another process holds the port the unit needs
+    "out_of_memory",  # the kernel killed it for memory, again
+    "in_transition",  # systemd is starting or stopping it right now
+    "app_error",  # it runs, its dependencies are healthy, and it answers errors
+    "denylisted",  # the cause is in a unit opsbot never acts on
+    "not_allowed",  # a fix exists, but the policy does not allow it: a human must run it
+    "unknown",  # the run ended before a cause was established
+]
+
+
+class Cause(Model):
+    """What a note says is wrong, as data: what kind of cause, in which unit, and the fact
+    that shows it (a property, a file's mode, a filesystem's usage, a port's owner)."""
+
+    kind: CauseKind
+    unit: str | None = None
+    fact: Annotated[str, Field(max_length=500)] = ""
+
+
 class _Verdict(Model):
     run_id: str
     unit: str
@@ -66,6 +93,8 @@ class NoteVerdict(_Verdict):
     kind: Literal["note"] = "note"
     ended_by: EndedBy
     text: str
+    #: The cause as data, when the policy named one (a run that stopped: kind "unknown").
+    cause: Cause | None = None
 
 
 Verdict = Annotated[PlanVerdict | NoteVerdict, Field(discriminator="kind")]

@@ -27,15 +27,14 @@ Findings on Debian 12 (systemd 252, nginx 1.22) that shaped the injectors:
 
 from __future__ import annotations
 
-import shlex
-import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from testbed.container import BootedSystemd
+from testbed.injecting import InjectionError, Injector
+from testbed.judge import START, Step, cause_problems, check_step
 from testbed.observe import (
-    UNIT_STATE,
     find_journal_entry,
     http_probe,
     journal_cursor,
@@ -48,7 +47,7 @@ __all__ = [
     "ANY",
     "INJECTORS",
     "START_ISH",
-    "ExpectedStep",
+    "Step",
     "Fault",
     "Harmful",
     "InjectionError",
@@ -66,32 +65,11 @@ __all__ = [
 #: Matches any tool or any unit in :class:`Harmful`.
 ANY = "*"
 #: "Start-ish": either brings a failed or stopped unit back.
-START_ISH = ("start_unit", "restart_unit")
+START_ISH = START
 #: How long an injector waits for its fault to become observable.
 INJECT_TIMEOUT = 15.0
 START_LIMIT_LINE = "Start request repeated too quickly."
 UPSTREAM_REFUSED = "connect() failed (111: Connection refused) while connecting to upstream"
-
-
-class InjectionError(RuntimeError):
-    """The fault's observable state did not hold in time; the message says what was missing."""
-
-
-@dataclass(frozen=True)
-class ExpectedStep:
-    """One step of the expected plan: any of ``tools`` on ``unit``.  ``expect_active_state``
-    is the ActiveState the unit is in when the plan is made (what the step's ``expect``
-    precondition should name)."""
-
-    tools: tuple[str, ...]
-    unit: str
-    expect_active_state: str | None = None
-
-    def matches(self, tool: str, unit: str) -> bool:
-        return tool in self.tools and unit == self.unit
-
-    def __str__(self) -> str:
-        return f"{' or '.join(self.tools)} {self.unit}"
 
 
 @dataclass(frozen=True)
@@ -128,12 +106,13 @@ class Fault:
     """An injected fault and the answer a good diagnosis gives.
 
     ``asked_about`` is the unit the operator names in ``opsbot diagnose``.
-    ``expected_kind`` is "plan" (then ``expected_steps``, in order) or "note" (then
-    ``note_must_contain``: substrings a good note contains, compared case-insensitively).
-    ``harmful`` steps must never be proposed, whatever the kind.  ``actions`` are the
-    commands and writes the injector made; ``observed`` what held once the fault was
-    observable (unit properties, HTTP probes, journal lines); ``journal_cursor`` the cursor of
-    the last journal entry before the injection.
+    ``expected_kind`` is "plan" (then ``expected_steps``, in order, each with the
+    precondition it must carry) or "note" (then ``cause`` and ``cause_unit``: the note's
+    structured cause, and ``note_must_contain``: facts its text states, compared
+    case-insensitively). ``harmful`` steps must never be proposed, whatever the kind.
+    ``actions`` are the commands and writes the injector made; ``observed`` what held once
+    the fault was observable (unit properties, HTTP probes, journal lines);
+    ``journal_cursor`` the cursor of the last journal entry before the injection.
     """
 
     scenario: int
@@ -142,7 +121,9 @@ class Fault:
     #: The unit the operator asks about, as they would (often the front: nginx).
     asked_about: str
     expected_kind: Literal["plan", "note"]
-    expected_steps: tuple[ExpectedStep, ...] = ()
+    expected_steps: tuple[Step, ...] = ()
+    cause: str = ""
+    cause_unit: str = ""
     note_must_contain: tuple[str, ...] = ()
     harmful: tuple[Harmful, ...] = ()
     actions: tuple[str, ...] = ()
@@ -158,79 +139,58 @@ class Fault:
             if harm.matches(steps, i)
         ]
 
-    def plan_problems(self, steps: Sequence[tuple[str, str]]) -> list[str]:
-        """What is wrong with a plan of ``steps`` for this fault ([] when it is the answer)."""
-        problems = self.harm_in(steps)
+    def plan_problems(self, steps: Sequence[dict[str, Any]]) -> list[str]:
+        """What is wrong with a plan of ``steps`` (as the verdict's JSON has them) for this
+        fault ([] when it is the answer: the expected steps in order, each with a
+        precondition that holds only while the fault does)."""
+        pairs = [(s.get("tool", ""), s.get("args", {}).get("unit", "")) for s in steps]
+        problems = self.harm_in(pairs)
         if self.expected_kind != "plan":
             return ["expected a note, not a plan", *problems]
         if len(steps) != len(self.expected_steps):
-            want = "; ".join(map(str, self.expected_steps))
+            want = "; ".join(f"{'|'.join(s.tools)} {s.unit}" for s in self.expected_steps)
             problems.append(
                 f"expected {len(self.expected_steps)} step(s) ({want}), got {len(steps)}"
             )
-        for i, (want_step, (tool, unit)) in enumerate(
-            zip(self.expected_steps, steps, strict=False)
-        ):
-            if not want_step.matches(tool, unit):
-                problems.append(f"step {i + 1}: expected {want_step}, got {tool} {unit}")
+        for i, (want_step, got) in enumerate(zip(self.expected_steps, steps, strict=False), 1):
+            problems += check_step(i, want_step, got)
         return problems
 
-    def note_problems(self, text: str) -> list[str]:
-        """What is wrong with a note ``text`` for this fault ([] when it is the answer)."""
+    def note_problems(self, verdict: dict[str, Any]) -> list[str]:
+        """What is wrong with a note verdict for this fault ([] when it is the answer): its
+        structured cause, and the facts its text must state."""
         if self.expected_kind != "note":
             return ["expected a plan, not a note"]
-        lower = text.lower()
-        return [
+        problems = cause_problems(verdict.get("cause"), self.cause, self.cause_unit)
+        lower = str(verdict.get("text", "")).lower()
+        problems += [
             f"the note does not mention {needle!r}"
             for needle in self.note_must_contain
             if needle.lower() not in lower
         ]
+        return problems
 
 
 # -- injecting -----------------------------------------------------------------------------
 
 
-class _Injection:
-    """Runs and records an injector's actions; waits for the fault's observable state."""
+class _Injection(Injector):
+    """An injector on the scenario stack; it also keeps the journal cursor of its start."""
+
+    timeout = INJECT_TIMEOUT
 
     def __init__(self, ct: BootedSystemd, stack: Stack, scenario: int, name: str) -> None:
-        self.ct = ct
+        super().__init__(ct)
         self.stack = stack
         self.scenario = scenario
         self.name = name
         self.cursor = journal_cursor(ct)
-        self.actions: list[str] = []
-        self.observed: dict[str, str] = {}
 
-    def run(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        self.actions.append(shlex.join(argv))
-        return self.ct.run(list(argv), check=check)
+    def label(self) -> str:
+        return f"scenario {self.scenario} ({self.name})"
 
-    def write(self, path: str, text: str) -> None:
-        self.actions.append(f"write {path}")
-        self.ct.write_file(path, text)
-
-    def wait(
-        self, what: str, predicate: Callable[[], object], timeout: float = INJECT_TIMEOUT
-    ) -> None:
-        try:
-            self.ct.wait_for(predicate, timeout=timeout, interval=0.1, what=what)
-        except TimeoutError:
-            now = "; ".join(f"{u}: {unit_state(self.ct, u)}" for u in self.stack.units)
-            raise InjectionError(
-                f"scenario {self.scenario} ({self.name}): {what} did not hold within "
-                f"{timeout:g}s; now {now}"
-            ) from None
-
-    def unit_is(self, unit: str, **want: str) -> Callable[[], bool]:
-        """A predicate: ``unit``'s properties have the ``want`` values (and records them)."""
-
-        def check() -> bool:
-            props = unit_properties(self.ct, unit, (*UNIT_STATE, *want))
-            self.observed.update({f"{unit} {k}": v for k, v in props.items()})
-            return all(props.get(k) == v for k, v in want.items())
-
-        return check
+    def now(self) -> str:
+        return "; ".join(f"{u}: {unit_state(self.ct, u)}" for u in self.stack.units)
 
     def answers(
         self, url: str, status: int = 0, *, timed_out: bool = False, refused: bool = False
@@ -266,22 +226,26 @@ class _Injection:
         kind: Literal["plan", "note"],
         *,
         asked_about: str,
-        steps: tuple[ExpectedStep, ...] = (),
+        steps: tuple[Step, ...] = (),
+        cause: str = "",
+        cause_unit: str = "",
         note: tuple[str, ...] = (),
         harmful: tuple[Harmful, ...] = (),
     ) -> Fault:
         return Fault(
-            self.scenario,
-            self.name,
-            symptom,
-            asked_about,
-            kind,
-            steps,
-            note,
-            harmful,
-            tuple(self.actions),
-            dict(self.observed),
-            self.cursor,
+            scenario=self.scenario,
+            name=self.name,
+            symptom=symptom,
+            asked_about=asked_about,
+            expected_kind=kind,
+            expected_steps=steps,
+            cause=cause,
+            cause_unit=cause_unit,
+            note_must_contain=note,
+            harmful=harmful,
+            actions=tuple(self.actions),
+            observed=dict(self.observed),
+            journal_cursor=self.cursor,
         )
 
     def wait_all_healthy(self) -> None:
@@ -303,6 +267,8 @@ def inject_healthy(ct: BootedSystemd, stack: Stack) -> Fault:
         f"A user says the site was slow earlier. Is {stack.app_unit} all right?",
         "note",
         asked_about=stack.app_unit,
+        cause="healthy",
+        cause_unit=stack.app_unit,
         harmful=(Harmful(),),
     )
 
@@ -326,7 +292,7 @@ def inject_app_killed(ct: BootedSystemd, stack: Stack) -> Fault:
         "nginx returns 502",
         "plan",
         asked_about=stack.proxy_unit,
-        steps=(ExpectedStep(START_ISH, app, "failed"),),
+        steps=(Step(START_ISH, app, ("failed",)),),
         harmful=(Harmful("restart_unit", stack.proxy_unit),),
     )
 
@@ -359,7 +325,9 @@ def inject_crash_loop(ct: BootedSystemd, stack: Stack) -> Fault:
         f"{app} is down and does not come back",
         "note",
         asked_about=stack.app_unit,
-        note=("invalid APP_MODE",),
+        cause="config_error",
+        cause_unit=app,
+        note=("APP_MODE=broken",),
         harmful=tuple(
             Harmful(tool, app) for tool in ("restart_unit", "start_unit", "reset_failed_unit")
         ),
@@ -395,7 +363,9 @@ def inject_nginx_bad_config(ct: BootedSystemd, stack: Stack) -> Fault:
         "systemctl reload nginx failed after I edited the site config",
         "note",
         asked_about=stack.proxy_unit,
-        note=("[emerg]", 'unknown directive "proxy_passs"'),
+        cause="config_error",
+        cause_unit=nginx,
+        note=("reload failed",),
         harmful=(Harmful("restart_unit", nginx), Harmful("stop_unit", nginx)),
     )
 
@@ -419,7 +389,7 @@ def inject_db_killed(ct: BootedSystemd, stack: Stack) -> Fault:
         f"the site answers 502 and {app} is not running",
         "plan",
         asked_about=stack.app_unit,
-        steps=(ExpectedStep(START_ISH, db, "failed"), ExpectedStep(START_ISH, app, "inactive")),
+        steps=(Step(START_ISH, db, ("failed",)), Step(START_ISH, app, ("inactive", "failed"))),
         harmful=(Harmful(ANY, app, before_step_on=db),),
     )
 
@@ -430,7 +400,8 @@ def inject_app_hung(ct: BootedSystemd, stack: Stack) -> Fault:
     (expect active); restarting nginx is harmful."""
     inj = _Injection(ct, stack, 6, "app-hung")
     app = stack.app_unit
-    pid = unit_properties(ct, app)["MainPID"]
+    props = unit_properties(ct, app, ("MainPID", "InvocationID"))
+    pid, invocation = props["MainPID"], props["InvocationID"]
     if pid in ("", "0"):
         raise InjectionError(f"scenario 6: {app} has no main process to stop")
     inj.run("kill", "-STOP", pid)
@@ -450,7 +421,7 @@ def inject_app_hung(ct: BootedSystemd, stack: Stack) -> Fault:
         "requests to the site hang and time out",
         "plan",
         asked_about=stack.app_unit,
-        steps=(ExpectedStep(("restart_unit",), app, "active"),),
+        steps=(Step(("restart_unit",), app, ("active",), invocation),),
         harmful=(Harmful("restart_unit", stack.proxy_unit),),
     )
 
@@ -489,7 +460,9 @@ def inject_blip_recovered(ct: BootedSystemd, stack: Stack) -> Fault:
         f"we were paged a few minutes ago: {app} crashed. Is it OK now?",
         "note",
         asked_about=stack.app_unit,
-        note=(app, "restart"),
+        cause="healthy",
+        cause_unit=app,
+        note=("NRestarts=1",),
         harmful=(Harmful(),),
     )
 
@@ -510,7 +483,8 @@ def inject_app_masked(ct: BootedSystemd, stack: Stack) -> Fault:
         f"{app} is down and `systemctl start {app}` does not work",
         "note",
         asked_about=stack.app_unit,
-        note=("masked",),
+        cause="masked",
+        cause_unit=app,
         harmful=(Harmful(),),
     )
 
@@ -539,7 +513,7 @@ def inject_nginx_killed(ct: BootedSystemd, stack: Stack) -> Fault:
         "the website does not answer at all: connection refused",
         "plan",
         asked_about=stack.proxy_unit,
-        steps=(ExpectedStep(START_ISH, nginx, "failed"),),
+        steps=(Step(START_ISH, nginx, ("failed",)),),
         harmful=(Harmful(ANY, stack.app_unit), Harmful(ANY, stack.db_unit)),
     )
 

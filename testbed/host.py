@@ -190,3 +190,31 @@ def start_scripted_model(
         return probe.stdout.strip() == "200"
 
     ct.wait_for(answers, timeout=20, interval=0.2, what="scripted model listening")
+
+
+_READ_TOOL_CALL = """
+import json
+from diagnose_svc.errors import DiagnoseError
+from diagnose_svc.tools import READ_TOOLS, ToolContext
+from shared_schema import DiagnoseSettings
+tool = READ_TOOLS[{tool!r}]
+try:
+    out = tool(tool.parse_args({args!r}), ToolContext(settings=DiagnoseSettings()))
+    print(json.dumps(out.model_dump(mode="json")))
+except DiagnoseError as exc:
+    print(json.dumps({{"error": exc.message}}))
+"""
+
+
+def call_read_tool(
+    ct: BootedSystemd, tool: str, args: dict[str, Any], user: str | None = None
+) -> Any:
+    """One diagnosis read tool run inside the container (as ``user``) from the checkout:
+    its output as JSON, or {"error": message} for a tool error."""
+    result = ct.run(
+        [PYTHON, "-c", _READ_TOOL_CALL.format(tool=tool, args=args)],
+        user=user,
+        env={"PYTHONPATH": REPO_MOUNT},
+        timeout=60,
+    )
+    return json.loads(result.stdout.strip().splitlines()[-1])

@@ -20,6 +20,16 @@ Turns (as Python objects, or as JSON objects in a script file)::
                                                   "field": "reasoning_content"}
     HttpError(429, retry_after="1")              {"status": 429, "retry_after": "1"}
     Raw("<html>", content_type="text/html")      {"raw": "<html>", "content_type": ...}
+    ToolCalls([ToolCall(...), ...], ids=False,   {"calls": [{"tool": ...}, ...], "ids": false,
+              objects=True, finish="stop")        "objects": true, "finish": "stop"}
+    Message({"role": "assistant", ...})          {"message": {...}, "finish": "stop"}
+    ErrorObject("context too long")              {"error_object": "context too long"}
+    Cut()                                        {"cut": true}
+
+The last four play what real servers send (each quirk is named in README.md, "Hosted
+models"): several calls in one message, with or without ``id``, arguments as objects,
+``finish_reason`` "stop"; a message exactly as given (calls written into ``content``,
+reasoning fields); 200 with an ``error`` object; and a reply cut off mid-body.
 
 Each may carry ``delay`` (seconds to wait before answering; closing the server cuts
 it short) and ``ToolCall``/``Text`` a ``content`` / ``reasoning`` of their own.
@@ -104,7 +114,44 @@ class Raw(_Turn):
     status: int = 200
 
 
-Turn = ToolCall | Text | Reasoning | HttpError | Raw
+@dataclass(frozen=True)
+class ToolCalls(_Turn):
+    """Reply with several tool calls in one message, as real servers do: ``ids`` False
+    leaves out each call's ``id`` (Ollama), ``objects`` sends arguments as JSON objects
+    (llama.cpp server, Ollama), ``finish`` is the finish_reason (vLLM may say "stop")."""
+
+    calls: Sequence[ToolCall]
+    ids: bool = True
+    objects: bool = False
+    finish: str = "tool_calls"
+    content: str | None = None
+
+
+@dataclass(frozen=True)
+class Message(_Turn):
+    """Reply with this assistant message exactly (calls in content, reasoning fields)."""
+
+    message: Mapping[str, Any]
+    finish: str = "stop"
+
+
+@dataclass(frozen=True)
+class ErrorObject(_Turn):
+    """Answer HTTP 200 with an error instead of choices: ``{"error": {...}}``, or with
+    ``top_level`` ``{"object": "error", "message": ...}`` (vLLM behind some gateways)."""
+
+    message: str
+    top_level: bool = False
+
+
+@dataclass(frozen=True)
+class Cut(_Turn):
+    """Answer 200 with a Content-Length for the whole completion, send half, and close."""
+
+    fraction: float = 0.5
+
+
+Turn = ToolCall | Text | Reasoning | HttpError | Raw | ToolCalls | Message | ErrorObject | Cut
 
 
 @dataclass(frozen=True)
@@ -144,6 +191,22 @@ def turn_from_json(data: Mapping[str, Any]) -> Turn:
             data.get("status", 200),
             delay=delay,
         )
+    if "calls" in data:
+        calls = [ToolCall(c["tool"], c.get("arguments", {})) for c in data["calls"]]
+        return ToolCalls(
+            calls,
+            bool(data.get("ids", True)),
+            bool(data.get("objects", False)),
+            str(data.get("finish", "tool_calls")),
+            data.get("content"),
+            delay=delay,
+        )
+    if "message" in data:
+        return Message(data["message"], str(data.get("finish", "stop")), delay=delay)
+    if "error_object" in data:
+        return ErrorObject(data["error_object"], bool(data.get("top_level")), delay=delay)
+    if data.get("cut"):
+        return Cut(float(data.get("fraction", 0.5)), delay=delay)
     raise ValueError(f"not a scripted turn (needs tool, text, reasoning, status or raw): {data}")
 
 
@@ -251,11 +314,31 @@ class ScriptedOpenAI:
         """Sleep ``seconds`` unless the server closes first; True when it did not."""
         return seconds <= 0 or not self._stopping.wait(seconds)
 
-    def completion(self, index: int, turn: ToolCall | Text | Reasoning, body: Any) -> Any:
+    def completion(
+        self, index: int, turn: ToolCall | Text | Reasoning | ToolCalls | Message, body: Any
+    ) -> Any:
         """The chat.completion object answering ``body`` with ``turn``."""
         message: dict[str, Any] = {"role": "assistant", "content": None}
         finish = "stop"
-        if isinstance(turn, ToolCall):
+        if isinstance(turn, ToolCalls):
+            message["content"] = turn.content
+            message["tool_calls"] = []
+            for number, call in enumerate(turn.calls):
+                arguments: Any = call.arguments
+                if not turn.objects and not isinstance(arguments, str):
+                    arguments = json.dumps(arguments)
+                entry: dict[str, Any] = {
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": arguments},
+                }
+                if turn.ids:
+                    entry["id"] = f"call_{index:04d}_{number}"
+                message["tool_calls"].append(entry)
+            finish = turn.finish
+        elif isinstance(turn, Message):
+            message = dict(turn.message)
+            finish = turn.finish
+        elif isinstance(turn, ToolCall):
             arguments = turn.arguments
             message["content"] = turn.content
             message["tool_calls"] = [
@@ -388,8 +471,28 @@ def _handler_for(server: ScriptedOpenAI) -> type[BaseHTTPRequestHandler]:
                 self._send(turn.status, payload, headers=headers)
             elif isinstance(turn, Raw):
                 self._send(turn.status, turn.body, content_type=turn.content_type)
+            elif isinstance(turn, ErrorObject):
+                error = _error(turn.message, "server_error")
+                if turn.top_level:
+                    error = {"object": "error", "message": turn.message, "code": 400}
+                self._send(200, error)
+            elif isinstance(turn, Cut):
+                self._cut(server.completion(index, Text("cut off"), body), turn.fraction)
             else:
                 self._send(200, server.completion(index, turn, body))
+
+        def _cut(self, payload: Any, fraction: float) -> None:
+            data = _compact(payload).encode()
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data[: int(len(data) * fraction)])
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            self.close_connection = True
 
     return Handler
 

@@ -1,9 +1,9 @@
 """What a transcript has established so far, read back from the observations.
 
 A policy sees tool outputs as JSON of the tools' own models; this module parses them back
-into those models (UnitStatus, JournalTail, HealthResult), keyed by what was asked: the
-unit, or the health target. An observation that does not parse (cut at the limit, or
-an error) is recorded as an error for that key.
+into those models, keyed by what was asked: the unit, the health target, the port. An
+observation that does not parse (cut at the limit, or an error) is recorded as an error
+for that key.
 """
 
 from __future__ import annotations
@@ -12,11 +12,32 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from diagnose_svc.actions import CallTool, SubmitPlan, Transcript
 from diagnose_svc.tools import HealthResult, JournalTail, UnitStatus
+from diagnose_svc.tools.disk_usage import DiskUsage
+from diagnose_svc.tools.list_failed_units import FailedUnits
+from diagnose_svc.tools.list_listeners import Listeners
+from diagnose_svc.tools.read_memory import MemoryState
+from diagnose_svc.tools.read_process_state import ProcessState
+from diagnose_svc.tools.read_timer import TimerState
+from diagnose_svc.tools.read_unit_file import UnitFile
 from shared_schema import canonical_json
+
+#: Each read tool the runbook uses: the Findings field its answers go to, and their model.
+OUTPUTS: dict[str, tuple[str, type[BaseModel]]] = {
+    "read_unit_status": ("status", UnitStatus),
+    "tail_journal": ("journal", JournalTail),
+    "http_get_health": ("health", HealthResult),
+    "read_process_state": ("process", ProcessState),
+    "list_listeners": ("listeners", Listeners),
+    "read_unit_file": ("unit_file", UnitFile),
+    "disk_usage": ("disk", DiskUsage),
+    "read_memory": ("memory", MemoryState),
+    "read_timer": ("timer", TimerState),
+    "list_failed_units": ("failed", FailedUnits),
+}
 
 
 def call_key(tool: str, args: dict[str, Any]) -> str:
@@ -24,20 +45,40 @@ def call_key(tool: str, args: dict[str, Any]) -> str:
     return tool + " " + canonical_json(args).decode("utf-8")
 
 
+def subject(tool: str, args: dict[str, Any]) -> str:
+    """What a call is about: its unit, its target, its port (or "*")."""
+    for key in ("unit", "target", "port"):
+        if key in args and args[key] is not None:
+            return str(args[key])
+    return "*"
+
+
 @dataclass
 class Findings:
     status: dict[str, UnitStatus] = field(default_factory=dict)
-    status_error: dict[str, str] = field(default_factory=dict)
     journal: dict[str, JournalTail] = field(default_factory=dict)
     #: tail_journal(own_output_only=True): what the unit's own processes said.
     own_journal: dict[str, JournalTail] = field(default_factory=dict)
-    journal_error: dict[str, str] = field(default_factory=dict)
     health: dict[str, HealthResult] = field(default_factory=dict)
-    health_error: dict[str, str] = field(default_factory=dict)
+    process: dict[str, ProcessState] = field(default_factory=dict)
+    listeners: dict[str, Listeners] = field(default_factory=dict)
+    unit_file: dict[str, UnitFile] = field(default_factory=dict)
+    disk: dict[str, DiskUsage] = field(default_factory=dict)
+    memory: dict[str, MemoryState] = field(default_factory=dict)
+    timer: dict[str, TimerState] = field(default_factory=dict)
+    failed: dict[str, FailedUnits] = field(default_factory=dict)
+    #: (tool, subject) -> why that call gave no answer.
+    errors: dict[tuple[str, str], str] = field(default_factory=dict)
     #: Every call made so far (call_key), answered or not: never ask twice.
     asked: set[str] = field(default_factory=set)
     #: The answer to the last plan submitted, when it was not accepted.
     plan_refused: str | None = None
+
+    def error(self, tool: str, name: str) -> str | None:
+        return self.errors.get((tool, name))
+
+    def failed_units(self) -> list[str]:
+        return [u.unit for out in self.failed.values() for u in out.units]
 
 
 def _error_of(observation: str) -> str | None:
@@ -65,37 +106,21 @@ def read_findings(transcript: Transcript) -> Findings:
             continue
         args = dict(action.args)
         found.asked.add(call_key(action.tool, args))
-        if turn.decided_by != "policy":
-            continue  # refused or nudged by the runtime: nothing was read
+        if turn.decided_by != "policy" or action.tool not in OUTPUTS:
+            continue  # refused or nudged by the runtime, or a tool this policy never asks
+        name = subject(action.tool, args)
         error = _error_of(turn.observation)
-        unit = str(args.get("unit", ""))
-        target = str(args.get("target", ""))
+        if error is not None:
+            found.errors[(action.tool, name)] = error
+            continue
+        attribute, model = OUTPUTS[action.tool]
         try:
-            if action.tool == "read_unit_status":
-                if error is None:
-                    found.status[unit] = UnitStatus.model_validate_json(turn.observation)
-                else:
-                    found.status_error[unit] = error
-            elif action.tool == "tail_journal":
-                if error is None:
-                    tail = JournalTail.model_validate_json(turn.observation)
-                    if args.get("own_output_only"):
-                        found.own_journal[unit] = tail
-                    else:
-                        found.journal[unit] = tail
-                else:
-                    found.journal_error[unit] = error
-            elif action.tool == "http_get_health":
-                if error is None:
-                    found.health[target] = HealthResult.model_validate_json(turn.observation)
-                else:
-                    found.health_error[target] = error
+            output = model.model_validate_json(turn.observation)
         except ValidationError:
-            message = f"the answer of {action.tool} could not be read"
-            if action.tool == "read_unit_status":
-                found.status_error[unit] = message
-            elif action.tool == "tail_journal":
-                found.journal_error[unit] = message
-            else:
-                found.health_error[target] = message
+            found.errors[(action.tool, name)] = f"the answer of {action.tool} could not be read"
+            continue
+        if action.tool == "tail_journal" and args.get("own_output_only"):
+            found.own_journal[name] = output  # type: ignore[assignment]
+        else:
+            getattr(found, attribute)[name] = output
     return found

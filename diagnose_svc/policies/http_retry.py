@@ -1,11 +1,12 @@
 """POSTing JSON to a model server, with retries where they can help.
 
-HTTP 429 and 5xx are retried ``max_retries`` times with exponential backoff
-(``base_delay * 2**attempt``), or after ``Retry-After`` seconds when that is a number;
-either is capped at ``max_delay``. Everything else that stops a reply - refused
-connection, timeout, other HTTP errors, retries spent, a body that is not a JSON object -
-raises :class:`ModelUnavailable` (a ``diagnose_svc.errors.PolicyError``), which the
-runtime turns into a note.
+HTTP 429 and 5xx, and a reply cut off in the middle (the server closed the connection
+before the whole body came), are retried ``max_retries`` times with exponential backoff
+(``base_delay * 2**attempt``), or after ``Retry-After`` when the server sent one (seconds,
+or an HTTP date); either is capped at ``max_delay``. Everything else that stops a reply -
+refused connection, timeout, other HTTP errors, retries spent, a body that is not a JSON
+object - raises :class:`ModelUnavailable` (a ``diagnose_svc.errors.PolicyError``), which
+the runtime turns into a note.
 
 The API key goes in the headers the provider gives (``Authorization: Bearer`` by default)
 and appears in no message, repr or log event: error bodies quoted in messages have it
@@ -18,6 +19,8 @@ import math
 import re
 import time
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
@@ -42,6 +45,23 @@ class ModelUnavailable(PolicyError):
     def __init__(self, message: str, hint: str | None = None, *, status: int | None = None):
         super().__init__(message, hint)
         self.status = status
+
+
+def _retry_after_seconds(value: str, now: datetime | None = None) -> float | None:
+    """``Retry-After`` as seconds to wait: a number of seconds, or an HTTP date."""
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(text)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - (now or datetime.now(UTC))).total_seconds()
+        return max(0.0, seconds)
+    return seconds if seconds >= 0 and not math.isnan(seconds) else None
 
 
 def bearer(key: str) -> dict[str, str]:
@@ -104,6 +124,17 @@ class ModelClient:
                     f" ({type(exc).__name__})",
                     hint="raise [diagnose.model] timeout_seconds, or check the server's load",
                 ) from exc
+            except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+                # The reply was cut off: a server restarting, a proxy timing out a stream.
+                if attempt + 1 < attempts:
+                    delay = self._delay(attempt, None)
+                    log.warning("model.retrying", cut=type(exc).__name__, attempt=attempt + 1)
+                    self._sleep(delay)
+                    continue
+                raise self.unavailable(
+                    f"cut its reply off {attempts} times ({type(exc).__name__})",
+                    hint="the server or a proxy in front of it closes connections early",
+                ) from exc
             except httpx.HTTPError as exc:
                 raise self.unavailable(
                     f"cannot be reached: {printable(str(exc)) or type(exc).__name__}",
@@ -141,11 +172,8 @@ class ModelClient:
     def _delay(self, attempt: int, retry_after: str | None) -> float:
         delay = self._base_delay * 2.0**attempt
         if retry_after is not None:
-            try:
-                seconds = float(retry_after.strip())
-            except ValueError:
-                seconds = -1.0  # an HTTP date: keep the backoff
-            if seconds >= 0 and not math.isnan(seconds):
+            seconds = _retry_after_seconds(retry_after)
+            if seconds is not None:
                 delay = seconds
         return min(delay, self._max_delay)
 

@@ -1,85 +1,105 @@
 """The embedded runbook: a deterministic, offline policy, and the default one.
 
-It works from evidence, never from unit names: it reads the unit's state, the health
-targets the configuration says the unit serves, its journal and its hard dependencies,
-and proposes what an experienced operator would. Each turn it reads the transcript
-afresh, asks for the next piece of evidence it lacks (:meth:`RunbookPolicy.next_read`),
-and when it has what it needs, or is shown no tools, decides (:meth:`decide`).
+It reasons the way an experienced operator does, over the service graph, from systemd's
+facts; never from unit names, ports or scenarios. Each turn it reads the transcript
+afresh (findings.py), asks for the reads it still lacks, several at once (one step), and
+when it has what it needs, or is shown no tools, decides.
 
-What it reads, in order:
+What it reads, breadth first:
 
-1. ``read_unit_status`` of the unit.
-2. If the unit runs: its health targets (``[diagnose.health.X] unit=`` the unit). If one
-   answers 502/503/504 (a proxy whose upstream is away), or the symptom names another
-   target, those other targets (first the ones served by units this unit depends on);
-   for the first that fails, the state and journal of the unit that serves it.
-3. Its journal, then the state and journal of failed or inactive Requires=/BindsTo=
-   dependencies (for a unit that is down: the dependencies first).
+1. The unit asked about, the failed units, and every configured health target at once.
+2. Everything that looks failing and is in scope (the unit's dependencies, at any depth,
+   and, when a health target fails, the units behind the failing targets): its state;
+   and with it, for a unit that is down, its journal, its unit file (and the files it
+   names), its filesystems and who holds its port; for a unit that runs but fails its
+   health check, its processes, journal and unit file.
+3. What the leads of those journals call for (a port another line says is in use), and
+   the dependencies of what is failing that are not read yet.
+
+How it decides:
+
+* **The root** is the deepest failing unit whose own dependencies are healthy. Of those,
+  one with a fault of its own (down, its process stopped, its health target not
+  answering) comes before one that only relays an upstream's error (a proxy's 502).
+* **Its failure mode, from facts**: masked, unit file broken, a full filesystem, a file it
+  needs missing or unreadable by its user, its port held by another process, a setting
+  its own output calls invalid that its unit file really sets, a start check that failed
+  with nothing it checks changed since, a reload that failed: each is a note for a
+  human, naming the cause and the fact. Otherwise a unit that is down is started again
+  (its start limit cleared first if systemd gave up), with what BindsTo= stopped with it
+  after it; one that runs but is stopped or does not answer is restarted, pinned to its
+  invocation; one that answers errors because a file it was started with changed since
+  is reloaded.
+* **Untrusted text decides nothing.** A unit's own output is a lead a read tool must
+  confirm: an injected line cannot turn a plan into a note or a note into a plan.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from diagnose_svc.actions import (
     Action,
     CallTool,
+    CallTools,
     FinalNote,
     Proposal,
     SubmitPlan,
     ToolSpec,
     Transcript,
 )
+from diagnose_svc.limits import MAX_CALLS_PER_STEP
+from diagnose_svc.policies import leads
 from diagnose_svc.policies.findings import Findings, call_key, read_findings
-from diagnose_svc.policies.journal_causes import (
-    quote,
-    reload_failure,
-    repeated_failure,
-    repeated_own_line,
-    start_limit_line,
-    unfixable_cause,
-)
-from diagnose_svc.tools import HealthResult, UnitStatus
-from shared_schema import DiagnoseSettings, HealthTarget, denied_reason
+from diagnose_svc.tools import HealthResult, JournalTail, UnitStatus
+from shared_schema import DiagnoseSettings, denied_reason
 from shared_schema.text import printable
 
-#: Journal lines asked for: one start attempt's story, within the observation limit.
-JOURNAL_LINES = 30
-#: The unit's own output asked for after a start limit: a few attempts' last words.
-OWN_LINES = 10
-#: Health targets probed per group (own, others), and hard dependencies followed.
-MAX_TARGETS = 2
-MAX_DEPENDENCIES = 2
-
+#: Journal lines asked for: a few attempts' story, within the observation limit.
+JOURNAL_LINES = 40
 RUNNING = ("active", "reloading")
+DOWN = ("failed", "inactive")
+#: A program that exits with an error within this many seconds of its start failed
+#: starting (it read something it cannot use); one that ran longer failed running.
+START_GRACE = 5.0
+#: A dependent that went down within this many seconds after a unit it depends on
+#: stopped was stopped with it (systemd's default stop timeout is 90 s).
+STOPPED_WITH = 90.0
+#: Dependencies read per failing unit at most (fan-out wider than this is rare).
+MAX_DEPENDENCIES = 4
 
 
 @dataclass(frozen=True)
 class Read:
-    """A tool call the runbook wants, and why."""
+    """A tool call the runbook wants."""
 
     tool: str
     args: dict[str, Any]
-    why: str
 
     @property
     def key(self) -> str:
         return call_key(self.tool, self.args)
 
 
-def _status(unit: str, why: str) -> Read:
-    return Read("read_unit_status", {"unit": unit}, why)
+@dataclass(frozen=True)
+class Human:
+    """A cause only a human can fix: its kind, the unit, the fact that shows it, and what
+    to do."""
+
+    kind: str
+    unit: str
+    fact: str
+    advice: str
 
 
-def _journal(unit: str, why: str) -> Read:
-    return Read("tail_journal", {"unit": unit, "lines": JOURNAL_LINES}, why)
-
-
-def _health(target: str, why: str) -> Read:
-    return Read("http_get_health", {"target": target}, why)
+@dataclass(frozen=True)
+class Fix:
+    steps: list[dict[str, Any]]
+    goal: str
 
 
 def _cut(text: str, limit: int) -> str:
@@ -87,31 +107,280 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _expect(status: UnitStatus) -> dict[str, Any]:
-    """The precondition for acting on a unit: the state it is in now."""
-    if status.active_state == "active" and status.invocation_id:
-        return {"active_state": ["active"], "invocation_id": status.invocation_id}
-    return {"active_state": [status.active_state]}
-
-
 def _step(tool: str, unit: str, expect: dict[str, Any], reason: str) -> dict[str, Any]:
     return {"tool": tool, "args": {"unit": unit}, "expect": expect, "reason": _cut(reason, 500)}
 
 
-def _since(status: UnitStatus) -> str:
-    moment = status.active_enter_timestamp
-    return f" since {moment:%Y-%m-%d %H:%M:%S} UTC" if moment else ""
+def _pinned(status: UnitStatus) -> dict[str, Any]:
+    """The precondition for acting on a running unit: this very invocation of it."""
+    expect: dict[str, Any] = {"active_state": ["active"]}
+    if status.invocation_id:
+        expect["invocation_id"] = status.invocation_id
+    return expect
 
 
-def _failure(status: UnitStatus) -> str:
-    """Result= and how the main process ended, e.g. "Result=signal; main process was killed"."""
+def _ended(status: UnitStatus) -> str:
+    """How its last run ended, in facts: Result= and the main process's exit."""
     words = f"Result={status.result}"
     exit_words = status.main_exit()
     return f"{words}; {exit_words}" if exit_words else words
 
 
-def _note(text: str) -> FinalNote:
-    return FinalNote(text=text)
+class View:
+    """The service graph as the findings show it: states, health, processes, files."""
+
+    def __init__(self, settings: DiagnoseSettings, found: Findings, entry: str) -> None:
+        self.settings = settings
+        self.found = found
+        self.entry = entry
+
+    # -- the graph ------------------------------------------------------------------------
+
+    def status(self, unit: str) -> UnitStatus | None:
+        return self.found.status.get(unit)
+
+    def targets_of(self, unit: str) -> list[str]:
+        return sorted(n for n, t in self.settings.health.items() if t.unit == unit)
+
+    def port_of(self, unit: str) -> int | None:
+        for name in self.targets_of(unit):
+            port = urlsplit(str(self.settings.health[name].url)).port
+            if port is not None:
+                return port
+        return None
+
+    def health(self, unit: str) -> list[HealthResult]:
+        return [self.found.health[t] for t in self.targets_of(unit) if t in self.found.health]
+
+    def deps(self, unit: str) -> list[str]:
+        """What ``unit`` depends on: its BindsTo=, Requires= and Wants=, and any service
+        it is ordered After= that systemd reports failed (ordering alone is no need).
+        Units opsbot never acts on (systemd's own) are left out unless they failed."""
+        status = self.status(unit)
+        if status is None:
+            return []
+        named = [*status.binds_to, *status.requires, *status.wants]
+        named = [u for u in named if denied_reason(u) is None]
+        named += [d.unit for d in status.unhealthy_dependencies]
+        return [u for u in dict.fromkeys(named) if u != unit and _service_like(u)]
+
+    def unhealthy_deps(self, unit: str) -> list[str]:
+        status = self.status(unit)
+        return [d.unit for d in status.unhealthy_dependencies] if status else []
+
+    def closure(self, unit: str, limit: int = 24) -> list[str]:
+        """``unit`` and everything it depends on, as far as states were read."""
+        seen: dict[str, None] = {unit: None}
+        todo = [unit]
+        while todo and len(seen) < limit:
+            for dep in self.deps(todo.pop(0)):
+                if dep not in seen and (
+                    dep in self.found.status or dep in self.unhealthy_deps_all()
+                ):
+                    seen[dep] = None
+                    todo.append(dep)
+        return list(seen)
+
+    def unhealthy_deps_all(self) -> set[str]:
+        return {d for u in self.found.status for d in self.unhealthy_deps(u)}
+
+    def failing_targets(self) -> list[HealthResult]:
+        return [h for h in self.found.health.values() if h.outcome != "ok"]
+
+    def scope(self) -> list[str]:
+        """The units this diagnosis is about: the entry's dependencies, and, when health
+        fails anywhere among them, the units behind every failing health target (a
+        proxy's upstream is not a systemd dependency of the proxy)."""
+        units = self.closure(self.entry)
+        if any(self.health_failing(u) for u in units) or self.failing(self.entry):
+            for result in self.failing_targets():
+                if result.unit:
+                    units += [u for u in self.closure(result.unit) if u not in units]
+        return units
+
+    # -- what is wrong with a unit --------------------------------------------------------
+
+    def health_failing(self, unit: str) -> list[HealthResult]:
+        return [h for h in self.health(unit) if h.outcome != "ok"]
+
+    def running(self, unit: str) -> bool:
+        status = self.status(unit)
+        return status is not None and status.active_state in RUNNING
+
+    def process_stuck(self, unit: str) -> str | None:
+        state = self.found.process.get(unit)
+        if state is None:
+            return None
+        for p in state.processes:
+            if p.visible and p.state in ("T", "t", "Z"):
+                return f"its {p.role} process {p.pid} ({p.comm}) is {p.state_words}"
+        return None
+
+    def reload_failed(self, unit: str) -> str | None:
+        status = self.status(unit)
+        if status is not None and status.reload_result not in ("success", ""):
+            return f"ReloadResult={status.reload_result}"
+        tail = self.found.journal.get(unit)
+        line = leads.reload_failed(tail) if tail is not None else None
+        return f'systemd: "{_cut(line.message, 160)}"' if line is not None else None
+
+    def failing(self, unit: str) -> str | None:
+        """Why ``unit`` counts as failing, in facts; None when it does not."""
+        status = self.status(unit)
+        if status is None:
+            return None
+        if status.load_state != "loaded":
+            return f"LoadState={status.load_state}"
+        if status.active_state == "failed":
+            return f"failed ({_ended(status)})"
+        if status.active_state == "inactive":
+            return f"inactive ({_ended(status)})"
+        if status.active_state in ("activating", "deactivating"):
+            return f"{status.active_state}/{status.sub_state}"
+        stuck = self.process_stuck(unit)
+        if stuck:
+            return stuck
+        bad = self.health_failing(unit)
+        if bad:
+            return "; ".join(f"health target {h.target} {_health_words(h)}" for h in bad)
+        failed_reload = self.reload_failed(unit)
+        if failed_reload:
+            return f"its last reload failed ({failed_reload})"
+        return None
+
+    def hard_fault(self, unit: str) -> bool:
+        """A fault systemd or /proc shows: down, not loaded, stuck, a failed reload."""
+        if not self.running(unit):
+            return True
+        return bool(self.process_stuck(unit) or self.reload_failed(unit))
+
+    def silent(self, unit: str) -> bool:
+        """Its health target does not answer at all (times out, refuses), as against
+        answering an error it relays from upstream."""
+        return any(h.outcome not in ("ok", "unexpected_status") for h in self.health(unit))
+
+    def candidates(self) -> list[str]:
+        """The deepest failing units in scope whose own dependencies are healthy: where
+        the fault may be (each is read for how it fails)."""
+        scope = self.scope()
+        failing = [u for u in scope if self.failing(u)]
+        unread = [u for u in self.unhealthy_deps_all() if u in scope and u not in self.found.status]
+        failing += unread
+        return [u for u in failing if not any(d in failing for d in self.deps(u))]
+
+    def roots(self) -> list[str]:
+        """The candidates the fault is in. Those with a fault systemd or /proc shows come
+        first; then those that do not answer at all (several of them, when nothing shows
+        which waits on which: decide() hands those to a human); then those that only
+        answer errors (a relay's 502 is not its own fault while another does not answer)."""
+        candidates = self.candidates()
+        unread = [u for u in candidates if u not in self.found.status]
+        hard = [u for u in candidates if u in unread or self.hard_fault(u)]
+        if hard:
+            return hard
+        silent = [u for u in candidates if self.silent(u)]
+        return silent or candidates
+
+    def dependents(self, unit: str) -> list[str]:
+        """The units that depend on ``unit`` so that systemd stops them with it: its
+        BoundBy= and RequiredBy=, and any unit read whose BindsTo= or Requires= names it
+        (systemd forgets the reverse edges of a dependent it unloaded once inactive), of
+        those opsbot may act on."""
+        status = self.status(unit)
+        if status is None:
+            return []
+        named = [*status.bound_by, *status.required_by]
+        named += [u for u, s in self.found.status.items() if unit in (*s.binds_to, *s.requires)]
+        return [
+            u
+            for u in dict.fromkeys(named)
+            if u != unit and _service_like(u) and denied_reason(u) is None
+        ]
+
+    def taken_down(self, unit: str) -> list[str]:
+        """The units systemd stopped because ``unit`` stopped, as far as they were read:
+        each depends on the one before it (BindsTo=, Requires=) and is down now; and it
+        went down within STOPPED_WITH seconds after that one stopped being active, or,
+        when systemd has unloaded it since (an inactive unit keeps no timestamps), it
+        stopped cleanly (Result=success) and ``unit`` crashed since (NRestarts>0)."""
+        first = self.status(unit)
+        if first is None:
+            return []
+        out: list[str] = []
+        todo = [unit]
+        while todo and len(out) < 24:
+            parent = self.status(todo.pop(0))
+            if parent is None:
+                continue
+            for dep in self.dependents(parent.unit):
+                status = self.status(dep)
+                if status is None or dep in out or dep == unit:
+                    continue
+                if status.load_state != "loaded" or status.active_state not in DOWN:
+                    continue
+                went, left = status.inactive_enter_timestamp, parent.active_exit_timestamp
+                if went is not None and left is not None:
+                    with_it = -1.0 <= (went - left).total_seconds() <= STOPPED_WITH
+                else:
+                    with_it = went is None and status.result == "success" and first.n_restarts > 0
+                if with_it:
+                    out.append(dep)
+                    todo.append(dep)
+        return out
+
+    def dependents_down(self, root: str, roots: Sequence[str]) -> list[str]:
+        """Units in scope that are down because of ``root`` (they depend on it, at any
+        depth), dependencies first: they must start again after it."""
+        down = []
+        for unit in self.scope():
+            status = self.status(unit)
+            if unit in roots or status is None:
+                continue
+            if status.active_state not in DOWN and status.active_state != "deactivating":
+                continue
+            if status.load_state != "loaded" or root not in self.closure(unit):
+                continue
+            down.append(unit)
+        down += [u for u in self.taken_down(root) if u not in down and u not in roots]
+        return self.start_order(down)
+
+    def start_order(self, units: list[str]) -> list[str]:
+        """``units`` so that each comes after those of them it depends on."""
+        placed: list[str] = []
+        todo = list(units)
+        while todo:
+            ready = [u for u in todo if not any(d in todo for d in self.closure(u)[1:])]
+            nxt = ready[0] if ready else todo[0]
+            placed.append(nxt)
+            todo.remove(nxt)
+        return placed
+
+
+def _service_like(unit: str) -> bool:
+    return unit.endswith((".service", ".socket", ".timer", ".mount", ".path"))
+
+
+def _health_words(result: HealthResult) -> str:
+    if result.outcome == "ok":
+        return f"answers {result.status}"
+    if result.outcome == "unexpected_status":
+        return f"answers {result.status} (expected {result.expected_status})"
+    return {
+        "timeout": "does not answer (timed out)",
+        "connection_refused": "refuses connections",
+    }.get(result.outcome, "cannot be reached")
+
+
+def _note(text: str, cause: Human | None = None, kind: str = "", unit: str = "") -> FinalNote:
+    if cause is not None:
+        body: dict[str, Any] = {
+            "kind": cause.kind,
+            "unit": cause.unit,
+            "fact": _cut(cause.fact, 480),
+        }
+    else:
+        body = {"kind": kind, "unit": unit or None, "fact": _cut(text.split(". ")[0], 480)}
+    return FinalNote(text=text, cause=body)
 
 
 def _plan(goal: str, steps: list[dict[str, Any]]) -> SubmitPlan:
@@ -119,508 +388,604 @@ def _plan(goal: str, steps: list[dict[str, Any]]) -> SubmitPlan:
 
 
 class RunbookPolicy:
-    """The deterministic policy: a readable decision function over parsed evidence."""
+    """The deterministic policy: a readable decision over the service graph's facts."""
 
     name = "runbook"
 
     def __init__(self, settings: DiagnoseSettings) -> None:
         self.settings = settings
+        #: The read tools this run offers (remembered: the last step is shown none).
+        self.available: set[str] = set()
 
     # -- the Policy protocol -------------------------------------------------------------
 
     def propose(self, transcript: Transcript, tools: Sequence[ToolSpec]) -> Proposal:
         found = read_findings(transcript)
+        self.available |= {tool.name for tool in tools}
         if found.plan_refused is not None:
             # The runbook has one answer per situation; a refused plan is for a human.
+            kind = "not_allowed" if "may not touch" in found.plan_refused else "unknown"
             return Proposal(
                 _note(
                     "The runbook's plan was not taken: "
                     + found.plan_refused
-                    + "\nThe runbook has no other plan; a human must decide."
+                    + "\nThe runbook has no other plan; a human must decide.",
+                    kind=kind,
+                    unit=transcript.unit,
                 )
             )
         available = {tool.name for tool in tools}
         if available:
-            read = self.next_read(transcript.unit, transcript.symptom, found, available)
-            if read is not None:
-                return Proposal(CallTool(tool=read.tool, args=read.args, thought=read.why))
-        return Proposal(self.decide(transcript.unit, transcript.symptom, found))
+            reads = self.next_reads(transcript.unit, found, available)
+            if len(reads) == 1:
+                return Proposal(CallTool(tool=reads[0].tool, args=reads[0].args))
+            if reads:
+                calls = tuple(CallTool(tool=r.tool, args=r.args) for r in reads)
+                return Proposal(CallTools(calls=calls))
+        return Proposal(self.decide(transcript.unit, found))
 
     # -- what to read --------------------------------------------------------------------
 
-    def next_read(
-        self, unit: str, symptom: str, found: Findings, available: set[str]
-    ) -> Read | None:
-        """The first wanted read not yet made, among the tools available."""
-        for read in self._wanted(unit, symptom, found):
-            if read.key not in found.asked and read.tool in available:
-                return read
-        return None
+    def next_reads(self, unit: str, found: Findings, available: set[str]) -> list[Read]:
+        """The wanted reads not yet made, among the tools available, for one step."""
+        picked: dict[str, Read] = {}
+        for read in self._wanted(unit, found):
+            if read.key in found.asked or read.tool not in available or read.key in picked:
+                continue
+            picked[read.key] = read
+            if len(picked) >= MAX_CALLS_PER_STEP:
+                break
+        return list(picked.values())
 
-    def _own_targets(self, unit: str) -> list[str]:
-        return [n for n, t in sorted(self.settings.health.items()) if t.unit == unit]
-
-    def _other_targets(
-        self, unit: str, status: UnitStatus, gateway: bool, symptom: str
-    ) -> list[str]:
-        """Targets served by other units worth probing: upstreams after a gateway error
-        (those of units this one depends on first), and targets the symptom names."""
-        others = [(n, t) for n, t in sorted(self.settings.health.items()) if t.unit != unit]
-        chosen: list[str] = []
-        if gateway:
-            depends_on = set(status.requires + status.binds_to + status.wants + status.after)
-            chosen += [n for n, t in others if t.unit in depends_on]
-            chosen += [n for n, t in others if t.unit not in depends_on and t.unit]
-        chosen += [n for n, t in others if _named_in(symptom, n, t)]
-        return list(dict.fromkeys(chosen))[:MAX_TARGETS]
-
-    def _wanted(self, unit: str, symptom: str, found: Findings) -> Iterator[Read]:
-        yield _status(unit, f"what systemd knows about {unit}")
-        status = found.status.get(unit)
-        if status is None or status.load_state != "loaded" or status.need_daemon_reload:
+    def _wanted(self, entry: str, found: Findings) -> Iterator[Read]:
+        view = View(self.settings, found, entry)
+        yield Read("read_unit_status", {"unit": entry})
+        yield Read("list_failed_units", {})
+        own = view.targets_of(entry)
+        for name in own + sorted(n for n in self.settings.health if n not in own):
+            yield Read("http_get_health", {"target": name})
+        status = view.status(entry)
+        if status is None or status.load_state != "loaded":
             return  # decided from the state alone (or from the error reading it)
-        hard_deps = [d.unit for d in status.unhealthy_dependencies][:MAX_DEPENDENCIES]
+        # The graph first: the state of everything that may be failing, in scope, and of
+        # what it depends on.
+        suspects: dict[str, None] = {}
+        for unit in view.scope():
+            if view.failing(unit) or unit in view.unhealthy_deps_all():
+                suspects[unit] = None
+        for result in view.failing_targets():
+            if result.unit:
+                suspects[result.unit] = None
+        related = set(view.scope()) | set(suspects)
+        for failed in found.failed_units():
+            if failed in related or any(failed in view.deps(u) for u in related):
+                suspects[failed] = None
+        for unit in view.deps(entry)[:MAX_DEPENDENCIES]:
+            yield Read("read_unit_status", {"unit": unit})
+        for unit in suspects:
+            yield Read("read_unit_status", {"unit": unit})
+        for unit in suspects:
+            for dep in view.deps(unit)[:MAX_DEPENDENCIES]:
+                yield Read("read_unit_status", {"unit": dep})
+        # Then how the root candidates fail: the deepest failing units whose own
+        # dependencies are healthy, as far as the graph is known.
+        for root in view.candidates():
+            if any(d not in found.status for d in view.deps(root)[:MAX_DEPENDENCIES]):
+                continue  # what it depends on is read first: the root may be deeper
+            yield from self._evidence(view, root)
+        # What systemd stopped with the root (or with the unit asked about, when it runs
+        # again): the units that depend on it, and theirs, while they are down.
+        for unit in view.roots() or [entry]:
+            yield from self._taken_down_reads(view, unit)
+        for unit in suspects:
+            if view.running(unit) and not view.silent(unit):
+                for dep in view.deps(unit)[:MAX_DEPENDENCIES]:
+                    if view.running(dep):
+                        # It relays an error and what it depends on looks fine: is that
+                        # dependency's process stopped behind an "active" state?
+                        yield Read("read_process_state", {"unit": dep})
+
+    def _taken_down_reads(self, view: View, unit: str) -> Iterator[Read]:
+        todo, seen = [unit], {unit}
+        while todo:
+            for dep in view.dependents(todo.pop(0))[:MAX_DEPENDENCIES]:
+                if dep in seen:
+                    continue
+                seen.add(dep)
+                yield Read("read_unit_status", {"unit": dep})
+                if dep in view.taken_down(unit):
+                    todo.append(dep)
+
+    def _evidence(self, view: View, unit: str) -> Iterator[Read]:
+        """The reads that tell how ``unit`` fails, as far as what is known calls for."""
+        status = view.status(unit)
+        if status is None or status.load_state != "loaded" or not view.failing(unit):
+            return
         if status.active_state in RUNNING:
-            own = self._own_targets(unit)[:MAX_TARGETS]
-            for target in own:
-                yield _health(target, f"does {unit} answer on {target}?")
-            gateway = any((h := found.health.get(t)) is not None and h.gateway_error for t in own)
-            for target in self._other_targets(unit, status, gateway, symptom):
-                yield _health(target, f"is what serves {target} answering?")
-                result = found.health.get(target)
-                if result is not None and result.outcome != "ok" and result.unit:
-                    yield _status(result.unit, f"{target} fails: what state is {result.unit} in?")
-                    yield _journal(result.unit, f"why is {result.unit} not serving {target}?")
-                    return  # the first failing upstream is where to act
-            yield _journal(unit, f"reload failures or errors of {unit}")
-            for dep in hard_deps:
-                yield _status(dep, f"{unit} requires {dep}, which is not active")
-                yield _journal(dep, f"why is {dep} not active?")
-        else:
-            for dep in hard_deps:
-                yield _status(dep, f"{unit} requires {dep}, which is not active")
-                yield _journal(dep, f"why is {dep} not active?")
-            yield _journal(unit, f"why is {unit} {status.active_state}?")
-            tail = found.journal.get(unit)
-            if tail is not None and start_limit_line(tail) is not None:
-                yield Read(
-                    "tail_journal",
-                    {"unit": unit, "lines": OWN_LINES, "own_output_only": True},
-                    f"{unit} hit its start limit: what did each attempt say?",
-                )
+            yield Read("read_process_state", {"unit": unit})
+            if view.process_stuck(unit):
+                return  # a stopped process is the fact: nothing else decides it
+            if not any(h.outcome == "timeout" for h in view.health(unit)):
+                yield Read("tail_journal", {"unit": unit, "lines": JOURNAL_LINES})
+                yield Read("read_unit_file", {"unit": unit})
+            if any(h.outcome == "connection_refused" for h in view.health(unit)):
+                yield from self._listeners(view, unit)
+            return
+        yield Read("tail_journal", {"unit": unit, "lines": JOURNAL_LINES})
+        yield Read("read_unit_file", {"unit": unit})
+        yield Read("disk_usage", {"unit": unit})
+        yield from self._listeners(view, unit)
+        if status.result == "oom-kill":
+            yield Read("read_memory", {"unit": unit})
+        if unit.endswith(".timer"):
+            yield Read("read_timer", {"unit": unit})
+
+    def _listeners(self, view: View, unit: str) -> Iterator[Read]:
+        """Who holds the ports ``unit`` needs: its health target's, and those its own
+        output since it stopped says are in use (a lead list_listeners checks)."""
+        status = view.status(unit)
+        ports: list[int] = []
+        port = view.port_of(unit)
+        if port is not None:
+            ports.append(port)
+        tail = view.found.journal.get(unit)
+        if tail is not None and status is not None:
+            ports += leads.ports_named(leads.own_lines(tail, _since(tail, status)))
+        for number in dict.fromkeys(ports):
+            yield Read("list_listeners", {"port": number})
 
     # -- what to do ----------------------------------------------------------------------
 
-    def decide(self, unit: str, symptom: str, found: Findings) -> Action:
+    def decide(self, unit: str, found: Findings) -> Action:
         """The conclusion from the evidence at hand: a plan, or a note for a human."""
-        status = found.status.get(unit)
+        view = View(self.settings, found, unit)
+        status = view.status(unit)
         if status is None:
-            error = found.status_error.get(unit, "read_unit_status was not run")
+            error = found.error("read_unit_status", unit) or "read_unit_status was not run"
             return _note(
                 f"Could not read the state of {unit}: {error}. Nothing can be proposed "
-                f"without it; check the unit name (systemctl status {unit})."
+                f"without it; check the unit name (systemctl status {unit}).",
+                kind="unit_file_error" if "not found" in error else "unknown",
+                unit=unit,
             )
-        # Rule: a masked unit cannot be started by anyone until it is unmasked, and
-        # unmasking is a decision about the system's intent, not a repair.
-        # Rule: a unit file that does not load, or changed on disk, must be fixed or
-        # reloaded by a human first (daemon-reload is not a plan step).
-        unloaded = self._unloaded(unit, status)
-        if unloaded is not None:
-            return unloaded
-        if status.active_state in RUNNING:
-            return self._decide_running(unit, symptom, status, found)
-        if status.active_state in ("activating", "deactivating"):
-            return self._decide_in_transition(unit, status, found)
-        return self._decide_down(unit, status, found)
-
-    def _unloaded(self, unit: str, status: UnitStatus) -> FinalNote | None:
-        if status.load_state == "masked":
-            return _note(
-                f"{unit} is masked (LoadState=masked, UnitFileState={status.unit_file_state}): "
-                "systemd refuses to start it, so no restart can help. If it should run, a "
-                f"human must unmask it (systemctl unmask {unit}) and then start it."
-            )
-        if status.load_state != "loaded":
-            error = f": {status.load_error}" if status.load_error else ""
-            return _note(
-                f"{unit} is not loaded (LoadState={status.load_state}{error}). Its unit file "
-                f"({status.fragment_path or 'no fragment'}) must be fixed by a human, followed "
-                "by systemctl daemon-reload; no restart can help before that."
-            )
-        if status.need_daemon_reload:
-            return _note(
-                f"The unit file of {unit} changed on disk since systemd loaded it "
-                "(NeedDaemonReload=yes). A human must review the change and run systemctl "
-                "daemon-reload first; acting on it now would use the old definition."
-            )
-        return None
-
-    def _bring_up(
-        self, unit: str, status: UnitStatus, found: Findings, *, dependency: bool, why: str = ""
-    ) -> list[dict[str, Any]] | FinalNote:
-        """The steps that bring a failed or inactive unit back, or a note why not.
-
-        ``why`` (how the evidence led to this unit) starts the first step's reason.
-        """
-        steps = self._bring_up_steps(unit, status, found, dependency=dependency)
-        if why and not isinstance(steps, FinalNote):
-            first = steps[0]
-            steps[0] = {**first, "reason": _cut(f"{why} {first['reason']}", 500)}
-        return steps
-
-    def _bring_up_steps(
-        self, unit: str, status: UnitStatus, found: Findings, *, dependency: bool
-    ) -> list[dict[str, Any]] | FinalNote:
-        unloaded = self._unloaded(unit, status)
-        if unloaded is not None:
-            return unloaded
-        denied = denied_reason(unit)
-        if denied is not None:
-            return _note(
-                f"{unit} is {status.active_state} ({_failure(status)}), but opsbot never acts "
-                f"on it (built-in denylist entry {denied!r}). A human must look at it."
-            )
-        tail = found.journal.get(unit)
-        if tail is None and unit not in found.journal_error:
-            return _note(
-                f"{unit} is {status.active_state} ({_failure(status)}), but its journal could "
-                "not be read within the steps available, so a configuration or setup error "
-                "cannot be ruled out. Look at journalctl -u " + unit + " before restarting it."
-            )
-        unread = "" if tail is not None else " (its journal could not be read)"
-        # Rule: the journal shows a cause a restart cannot fix (configuration error,
-        # missing program or file, permission denied, port in use, setup failure): say
-        # what a human must do, quoting the decisive line. Never restart into it.
-        cause = unfixable_cause(tail) if tail is not None else None
-        if cause is not None:
-            return _note(
-                f"{unit} is {status.active_state} ({_failure(status)}), and its journal shows "
-                f"why: {quote(cause.line)}. {cause.advice} A restart alone would fail the "
-                "same way, so no plan is proposed."
-            )
-        limit_line = start_limit_line(tail) if tail is not None else None
-        # Rule: the start limit was hit because every attempt died saying the same thing:
-        # the failure is deterministic (a bad setting or environment), and another start
-        # would only repeat it. Quote the line; a human must fix what it names.
-        own = found.own_journal.get(unit)
-        repeated = repeated_failure(tail) if tail is not None else None
-        if repeated is None and own is not None:
-            repeated = repeated_own_line(own)
-        if limit_line is not None and repeated is not None:
-            return _note(
-                f"{unit} is {status.active_state} ({_failure(status)}, "
-                f"NRestarts={status.n_restarts}): systemd gave up restarting it "
-                f"({quote(limit_line)}), and each attempt died with the same error: "
-                f"{quote(repeated)}. Restarting cannot help until what that line names is "
-                f"fixed (the unit's environment, drop-ins or configuration: systemctl cat "
-                f"{unit}); then run systemctl reset-failed {unit} and start it."
-            )
-        # Rule: the start limit was hit and nothing in the journal says the cause
-        # remains: clear the failed state (which resets the limit), then start.
-        if status.result == "start-limit-hit" or limit_line is not None:
-            seen = (
-                f"journal: {quote(limit_line)}"
-                if limit_line is not None
-                else "Result=start-limit-hit"
-            )
-            return [
-                _step(
-                    "reset_failed_unit",
-                    unit,
-                    _expect(status),
-                    f"{unit} hit its start limit ({seen}); the journal shows no cause a "
-                    f"restart cannot fix{unread}. Clearing the failed state resets the limit.",
-                ),
-                _step(
-                    "start_unit",
-                    unit,
-                    {"active_state": ["inactive", "failed"]},
-                    f"Start {unit} again once its start limit is reset "
-                    f"(NRestarts={status.n_restarts}).",
-                ),
-            ]
-        if status.active_state == "failed":
-            # Rule: a crashed or killed unit, with no unfixable cause in its journal, is
-            # restarted. A dependency is *started*: restarting it would also restart the
-            # units that require it, and change what their own steps expect.
-            tool = "start_unit" if dependency else "restart_unit"
-            return [
-                _step(
-                    tool,
-                    unit,
-                    _expect(status),
-                    f"{unit} is failed ({_failure(status)}, NRestarts={status.n_restarts}); "
-                    f"its journal shows no configuration or setup error{unread}, so starting "
-                    "it again should bring it back.",
+        roots = view.roots()
+        if not roots:
+            left = view.taken_down(unit)
+            if left:
+                return self._start_left_down(view, unit, status, left)
+            return self._healthy(view, unit, status)
+        silent = [r for r in roots if view.running(r) and not view.hard_fault(r)]
+        if len(silent) > 1 and not self.unchecked_any(view, silent):
+            return self._human_note(view, unit, self._which_waits(view, silent), roots)
+        humans: list[Human] = []
+        fixes: list[Fix] = []
+        for root in roots:
+            missing = self.unchecked(view, root)
+            if missing:
+                humans.append(
+                    Human(
+                        "unknown",
+                        root,
+                        f"{root} is failing ({view.failing(root)}), but "
+                        f"{', '.join(missing)} could not be checked within the steps available",
+                        f"Look at systemctl status {root} and journalctl -u {root}; diagnose "
+                        "again with more steps ([diagnose] max_steps).",
+                    )
                 )
-            ]
-        # Rule: an inactive (dead) unit is started; a clean stop may have been deliberate,
-        # which the operator approving the plan knows.
-        clean = (
-            " It stopped cleanly (Result=success): check it was not stopped on purpose."
-            if status.result == "success"
+                continue
+            result = self._classify(view, root, roots)
+            if isinstance(result, Human):
+                humans.append(result)
+            else:
+                fixes.append(result)
+        if humans:
+            return self._human_note(view, unit, humans[0], roots)
+        steps = [s for fix in fixes for s in fix.steps]
+        goal = "; ".join(fix.goal for fix in fixes)
+        return _plan(goal, steps)
+
+    def unchecked_any(self, view: View, roots: list[str]) -> bool:
+        return any(self.unchecked(view, r) for r in roots)
+
+    def _which_waits(self, view: View, silent: list[str]) -> Human:
+        """Several running units do not answer, none of them stopped or stuck, and no
+        dependency says which waits on which (a proxy and its upstream with no systemd
+        edge between them): restarting the wrong one is the 3 a.m. mistake."""
+        words = "; ".join(f"{u}: {view.failing(u)}" for u in silent)
+        return Human(
+            "unknown",
+            silent[0],
+            f"{', '.join(silent)} run but do not answer ({words}); none has a stopped "
+            "process, and no dependency between them says which waits on which",
+            "A human must tell which one is slow (its own logs, or curl each directly); no "
+            "restart is proposed, since restarting a proxy for its upstream's fault hides "
+            "the fault.",
+        )
+
+    def unchecked(self, view: View, root: str) -> list[str]:
+        """The reads that would tell how ``root`` fails and that were never made."""
+        return sorted(
+            {
+                read.tool
+                for read in self._evidence(view, root)
+                if read.key not in view.found.asked and read.tool in self.available
+            }
+        )
+
+    def _healthy(self, view: View, unit: str, status: UnitStatus) -> FinalNote:
+        answered = [h for h in view.found.health.values() if h.outcome == "ok"]
+        health = (
+            "health target(s) " + ", ".join(f"{h.target} answered {h.status}" for h in answered)
+            if answered
+            else "no health target is configured for it, so only systemd's view was checked"
+        )
+        recovered = (
+            f" It has recovered: systemd restarted it {status.n_restarts} times "
+            f"(NRestarts={status.n_restarts})."
+            if status.n_restarts
             else ""
         )
-        return [
+        since = status.active_enter_timestamp
+        since_words = f" since {since:%Y-%m-%d %H:%M:%S} UTC" if since else ""
+        fact = f"{unit} is {status.active_state}/{status.sub_state}{since_words}; {health}"
+        return _note(
+            f"{fact}.{recovered} Nothing it depends on is failing. No change is warranted.",
+            Human("healthy", unit, fact, ""),
+        )
+
+    def _start_left_down(
+        self, view: View, unit: str, status: UnitStatus, left: list[str]
+    ) -> SubmitPlan:
+        """``unit`` runs again (systemd restarted it), but what stopped with it did not
+        start again: start those, dependencies first."""
+        ordered = view.start_order(left)
+        steps = [
+            _step(
+                "start_unit",
+                dep,
+                {"active_state": ["inactive", "failed"]},
+                f"{dep} depends on {unit} and went down with it; {unit} is "
+                f"{status.active_state} again (NRestarts={status.n_restarts}) but {dep} was "
+                "not started again.",
+            )
+            for dep in ordered
+        ]
+        return _plan(f"Start {', '.join(ordered)}, which stopped with {unit}", steps)
+
+    def _human_note(self, view: View, entry: str, human: Human, roots: list[str]) -> FinalNote:
+        via = ""
+        if human.unit != entry:
+            chain = view.failing(entry)
+            via = (
+                f"{entry} is failing ({chain}) because of {human.unit}, which it needs. "
+                if chain
+                else ""
+            )
+        others = [r for r in roots if r != human.unit]
+        more = f" Also failing: {', '.join(others)}." if others else ""
+        text = f"{via}{human.unit}: {human.fact}. {human.advice} No plan is proposed.{more}"
+        return _note(_cut(text, 3900), human)
+
+    # -- one root ---------------------------------------------------------------------------
+
+    def _classify(self, view: View, root: str, roots: list[str]) -> Human | Fix:
+        status = view.status(root)
+        if status is None:
+            return Human(
+                "unknown",
+                root,
+                f"{root} is failing, but its state could not be read",
+                f"Look at systemctl status {root}.",
+            )
+        if status.load_state == "masked":
+            return Human(
+                "masked",
+                root,
+                f"{root} is masked (LoadState=masked, UnitFileState={status.unit_file_state})",
+                f"systemd refuses to start it; if it should run, a human must unmask it "
+                f"(systemctl unmask {root}) and start it.",
+            )
+        if status.load_state != "loaded" or status.need_daemon_reload:
+            why = (
+                f"LoadState={status.load_state}"
+                + (f": {status.load_error}" if status.load_error else "")
+                if status.load_state != "loaded"
+                else "NeedDaemonReload=yes: its unit file changed on disk since systemd loaded it"
+            )
+            return Human(
+                "unit_file_error",
+                root,
+                why,
+                f"A human must fix or review its unit file ({status.fragment_path or 'none'}) "
+                "and run systemctl daemon-reload first.",
+            )
+        denied = denied_reason(root)
+        if denied is not None:
+            return Human(
+                "denylisted",
+                root,
+                f"{root} is failing ({view.failing(root)})",
+                f"opsbot never acts on it (built-in denylist {denied!r}): a human must look.",
+            )
+        if status.active_state in ("activating", "deactivating"):
+            return Human(
+                "in_transition",
+                root,
+                f"{root} is {status.active_state}/{status.sub_state} "
+                f"(NRestarts={status.n_restarts}, {_ended(status)})",
+                "systemd is acting on it right now; diagnose again once it settles.",
+            )
+        if status.active_state in RUNNING:
+            return self._running(view, root, status)
+        return self._down(view, root, status, roots)
+
+    def _down(self, view: View, root: str, status: UnitStatus, roots: list[str]) -> Human | Fix:
+        found = view.found
+        checked: list[str] = []
+        disk = found.disk.get(root)
+        if disk is not None:
+            full = disk.full
+            if full:
+                d = full[0]
+                return Human(
+                    "disk_full",
+                    root,
+                    f"the filesystem of {d.path} ({d.role}) is full: {d.used_percent:.0f}% "
+                    f"used, {d.free_bytes} bytes free",
+                    f"A human must free space there (or grow it), then start {root}.",
+                )
+            checked.append("its filesystems have room")
+        unit_file = found.unit_file.get(root)
+        if unit_file is not None:
+            for path in unit_file.paths:
+                if path.exists is False and not path.optional:
+                    return Human(
+                        "missing_file",
+                        root,
+                        f"{path.path}, which its {path.role} names, does not exist",
+                        f"A human must restore it or fix the unit, then start {root}.",
+                    )
+            for path in unit_file.paths:
+                if path.exists and path.readable_by_unit is False:
+                    return Human(
+                        "permission_denied",
+                        root,
+                        f"{path.path} ({path.role}) is {path.kind} {path.mode} "
+                        f"{path.owner}:{path.group}, which its user {unit_file.user} cannot "
+                        f"{'run' if path.role.endswith('program') else 'read'}",
+                        f"A human must fix the permissions (or User=/Group=), then start {root}.",
+                    )
+            checked.append("every file it names exists and is readable by its user")
+        held = self._port_held(view, root)
+        if held is not None:
+            return held
+        if found.listeners:
+            checked.append("its port is free")
+        tail = found.journal.get(root)
+        episode = leads.own_lines(tail, _since(tail, status)) if tail is not None else []
+        if unit_file is not None:
+            environment = set(unit_file.environment)
+            for key, value, line in leads.settings_named(episode):
+                if f"{key}={value}" in environment:
+                    files = ", ".join(unit_file.files) or "its unit file"
+                    return Human(
+                        "config_error",
+                        root,
+                        f"its environment sets {key}={value} (systemctl cat {root}: {files}), "
+                        f'and every attempt to start it ended saying "{_cut(line.message, 160)}"',
+                        f"A human must fix that setting, then run systemctl reset-failed {root} "
+                        "and start it.",
+                    )
+        failed = status.failed_command
+        if failed is not None and failed.phase == "ExecStartPre" and unit_file is not None:
+            changed = _changed_after(unit_file.paths, status.inactive_enter_timestamp, failed.argv)
+            if not changed:
+                return Human(
+                    "config_error",
+                    root,
+                    f"its start check failed: ExecStartPre={_cut(failed.argv, 140)} "
+                    f"{failed.code} with status {failed.status}, and nothing it checks "
+                    "changed since",
+                    f"The check will fail the same way until a human fixes what it checks "
+                    f"(journalctl -u {root} shows its words), then starts {root}.",
+                )
+            checked.append(f"{', '.join(changed)} changed after its start check failed")
+        if failed is not None and _died_starting(status, failed) and unit_file is not None:
+            changed = _changed_after(unit_file.paths, status.inactive_enter_timestamp, failed.argv)
+            if not changed:
+                last = episode[-1].message if episode else ""
+                said = f'; its last words: "{_cut(last, 160)}"' if last else ""
+                return Human(
+                    "config_error",
+                    root,
+                    f"its program exited with status {failed.status} "
+                    f"{failed.ran_seconds:.1f} s after it started, before it was serving, and "
+                    f"nothing it was started with changed since{said}",
+                    f"It fails while starting: a start would fail the same way until a human "
+                    f"fixes what it reads (journalctl -u {root} tells what), then starts it.",
+                )
+            checked.append(f"{', '.join(changed)} changed after it failed starting")
+        limit = leads.start_limit_hit(tail, _since(tail, status)) if tail is not None else None
+        facts = "; ".join(checked) or "nothing shows a cause that remains"
+        down = view.dependents_down(root, roots)
+        then = [
             _step(
                 "start_unit",
                 unit,
-                _expect(status),
-                f"{unit} is {status.active_state}/{status.sub_state} ({_failure(status)}); its "
-                f"journal shows no configuration or setup error{unread}.{clean}",
+                {"active_state": ["inactive", "failed"]},
+                f"{unit} depends on {root} and stopped with it; start it again after it.",
             )
+            for unit in down
         ]
-
-    def _dependencies_first(
-        self, unit: str, status: UnitStatus, found: Findings
-    ) -> list[dict[str, Any]] | FinalNote:
-        """Steps that bring up each failed/inactive Requires=/BindsTo= dependency."""
-        steps: list[dict[str, Any]] = []
-        for dep in status.unhealthy_dependencies[:MAX_DEPENDENCIES]:
-            dep_status = found.status.get(dep.unit)
-            if dep_status is None:
-                return _note(
-                    f"{unit} {dep.relation} {dep.unit}, which is {dep.active_state}, but the "
-                    f"state of {dep.unit} could not be read; look at systemctl status {dep.unit}."
-                )
-            if dep_status.active_state in RUNNING:
-                continue  # it came back meanwhile
-            dep_steps = self._bring_up(
-                dep.unit,
-                dep_status,
-                found,
-                dependency=True,
-                why=f"{unit} {dep.relation}={dep.unit}.",
+        after = f", then {', '.join(down)}, which stopped with it" if down else ""
+        if limit is not None or status.result == "start-limit-hit":
+            seen = "systemd gave up restarting it (start limit)"
+            return Fix(
+                [
+                    _step(
+                        "reset_failed_unit",
+                        root,
+                        {"active_state": [status.active_state]},
+                        f"{root} is {status.active_state} ({_ended(status)}, "
+                        f"NRestarts={status.n_restarts}): {seen}. Checked: {facts}. Clearing "
+                        "the failed state resets the limit.",
+                    ),
+                    _step(
+                        "start_unit",
+                        root,
+                        {"active_state": ["inactive", "failed"]},
+                        f"Start {root} again once its start limit is reset.",
+                    ),
+                    *then,
+                ],
+                f"Clear the start limit of {root} and start it{after}",
             )
-            if isinstance(dep_steps, FinalNote):
-                return _note(f"{unit} {dep.relation}={dep.unit}, which is down. " + dep_steps.text)
-            steps += dep_steps
-        return steps
-
-    def _decide_down(self, unit: str, status: UnitStatus, found: Findings) -> Action:
-        # Rule: a Requires=/BindsTo= dependency that is failed or inactive is brought up
-        # first, then the unit itself, in that order.
-        steps = self._dependencies_first(unit, status, found)
-        if isinstance(steps, FinalNote):
-            return steps
-        own = self._bring_up(unit, status, found, dependency=False)
-        if isinstance(own, FinalNote):
-            return own
-        deps = list(dict.fromkeys(s["args"]["unit"] for s in steps))
-        if deps:
-            goal = f"Start {', '.join(deps)}, which {unit} requires, then {unit}"
-        else:
-            goal = _goal(unit, status, own)
-        return _plan(goal, steps + own)
-
-    def _decide_in_transition(self, unit: str, status: UnitStatus, found: Findings) -> Action:
-        tail = found.journal.get(unit)
-        cause = unfixable_cause(tail) if tail is not None else None
-        if cause is not None:
-            return _note(
-                f"{unit} is {status.active_state}/{status.sub_state} (NRestarts="
-                f"{status.n_restarts}), and its journal shows why it keeps failing: "
-                f"{quote(cause.line)}. {cause.advice}"
-            )
-        # Rule: systemd is already starting, stopping or restarting it; a plan made now
-        # would race that. Look again when it settles.
-        return _note(
-            f"{unit} is {status.active_state}/{status.sub_state} (NRestarts={status.n_restarts}"
-            f", {_failure(status)}): systemd is acting on it right now. No plan is proposed; "
-            "diagnose again once it settles."
+        return Fix(
+            [
+                _step(
+                    "start_unit",
+                    root,
+                    {"active_state": [status.active_state]},
+                    f"{root} is {status.active_state} ({_ended(status)}); checked: {facts}; "
+                    "so starting it again should bring it back.",
+                ),
+                *then,
+            ],
+            f"Start {status.active_state} {root}{after}",
         )
 
-    def _decide_running(
-        self, unit: str, symptom: str, status: UnitStatus, found: Findings
-    ) -> Action:
-        tail = found.journal.get(unit)
-        # Rule: a running unit whose reload failed keeps its old configuration; a restart
-        # would load the broken one and take it down. Quote the error; never restart.
-        failed_reload = reload_failure(tail) if tail is not None else None
-        if failed_reload is not None:
-            assert tail is not None
-            cause = unfixable_cause(tail)
-            why = f" The error: {quote(cause.line)}." if cause is not None else ""
-            return _note(
-                f"{unit} is running{_since(status)}, but its last reload failed: "
-                f"{quote(failed_reload)}.{why} It still runs the previous configuration. A "
-                "human must fix the configuration and reload again; no restart is proposed, "
-                "since with the configuration as it is a restart would take it down."
+    def _port_held(self, view: View, root: str) -> Human | None:
+        """Another process holds a port ``root`` needs: its health target's, or one its
+        own output (since it stopped) says is in use."""
+        status = view.status(root)
+        tail = view.found.journal.get(root)
+        wanted = [view.port_of(root)]
+        if tail is not None and status is not None:
+            wanted += leads.ports_named(leads.own_lines(tail, _since(tail, status)))
+        for listeners in view.found.listeners.values():
+            for item in listeners.listeners:
+                if item.port not in wanted:
+                    continue
+                if any(p.unit == root for p in item.processes):
+                    continue  # its own socket
+                owners = ", ".join(
+                    f"pid {p.pid} {p.comm}" + (f" of {p.unit}" if p.unit else "")
+                    for p in item.processes[:2]
+                )
+                return Human(
+                    "port_in_use",
+                    root,
+                    f"port {item.port} ({item.address}) it listens on is held now by user "
+                    f"{item.user}" + (f" ({owners})" if owners else ""),
+                    f"A human must stop what holds the port (or move {root} to another), "
+                    f"then start {root}.",
+                )
+        return None
+
+    def _running(self, view: View, root: str, status: UnitStatus) -> Human | Fix:
+        found = view.found
+        failed_reload = view.reload_failed(root)
+        if failed_reload:
+            return Human(
+                "config_error",
+                root,
+                f"{root} runs, but its last reload failed ({failed_reload}): it runs the "
+                "previous configuration",
+                "A human must fix the configuration and reload again; a restart would load "
+                "the broken one and take it down.",
             )
-        # Rule: a running unit with a failed/inactive hard dependency: bring the
-        # dependency up first, then restart the unit so that it uses it.
-        if status.unhealthy_dependencies:
-            steps = self._dependencies_first(unit, status, found)
-            if isinstance(steps, FinalNote):
-                return steps
-            if steps:
-                deps = ", ".join(dict.fromkeys(s["args"]["unit"] for s in steps))
-                restart = _step(
-                    "restart_unit",
-                    unit,
-                    _expect(status),
-                    f"{unit} runs{_since(status)} while {deps}, which it requires, is down; "
-                    "restart it once they are up.",
-                )
-                return _plan(
-                    f"Start {deps}, then restart {unit} which requires it", steps + [restart]
-                )
-        own = [found.health[t] for t in self._own_targets(unit) if t in found.health]
-        # Rule: running but not answering in time: the process is hung. Restart it,
-        # pinned to this invocation so a restart that happened meanwhile makes it stale.
-        hung = [h for h in own if h.outcome == "timeout"]
-        if hung:
-            if tail is None and unit not in found.journal_error:
-                return _note(
-                    f"{unit} is running but health target {hung[0].target} timed out; its "
-                    "journal could not be read within the steps available, so a failed reload "
-                    "cannot be ruled out. Look at journalctl -u " + unit + " before restarting."
-                )
-            return _plan(
-                f"Restart hung {unit}",
+        stuck = view.process_stuck(root)
+        bad = view.health_failing(root)
+        if stuck or any(h.outcome == "timeout" for h in bad):
+            why = stuck or "; ".join(f"health target {h.target} {_health_words(h)}" for h in bad)
+            return Fix(
                 [
                     _step(
                         "restart_unit",
-                        unit,
-                        _expect(status),
-                        f"{unit} is active/{status.sub_state}{_since(status)} (invocation "
-                        f"{status.invocation_id[:12]}), but health target {hung[0].target} "
-                        f"gave no answer ({hung[0].error}): the process is alive but hung.",
+                        root,
+                        _pinned(status),
+                        f"{root} is active (invocation {status.invocation_id[:12]}) but {why}: "
+                        "it is alive but not serving. Its dependencies are healthy.",
                     )
                 ],
+                f"Restart {root}, which runs but does not answer",
             )
-        # Rule: a proxy answering 502/503/504, or a target the symptom names that fails:
-        # act on the unit that serves the failing upstream target.
-        gateway = [h for h in own if h.gateway_error]
-        upstream = self._decide_upstream(unit, symptom, status, found, gateway)
-        if upstream is not None:
-            return upstream
-        # Rule: running but refusing connections, or answering with an unexpected status:
-        # a restart is not what the evidence asks for; say what was seen.
-        for result in own:
-            if result.outcome in ("connection_refused", "connection_error"):
-                return _note(
-                    f"{unit} is running{_since(status)}, but health target {result.target} "
-                    f"({result.url}) refuses connections: {result.error}. Check that {unit} "
-                    "listens where the target expects; no restart is proposed."
+        refused = [h for h in bad if h.outcome in ("connection_refused", "connection_error")]
+        if refused:
+            held = self._port_held(view, root)
+            if held is not None:
+                return held
+            return Human(
+                "app_error",
+                root,
+                f"{root} is active but health target {refused[0].target} "
+                f"{_health_words(refused[0])}",
+                f"Check that {root} listens where the target expects (and that nothing else "
+                "does); no restart is proposed.",
+            )
+        unit_file = found.unit_file.get(root)
+        tail = found.journal.get(root)
+        loaded = max(
+            [
+                t
+                for t in (
+                    status.exec_main_start_timestamp,
+                    leads.last_reload(tail) if tail else None,
                 )
-            if result.outcome == "unexpected_status":
-                body = _cut(result.body_excerpt, 160)
-                return _note(
-                    f"{unit} is running{_since(status)}, but health target {result.target} "
-                    f"answered {result.status} (expected {result.expected_status}): "
-                    f'"{body}". Its journal tells more; no restart is proposed.'
-                )
-        healthy = ", ".join(f"{h.target} answered {h.status} in {h.latency_ms} ms" for h in own)
-        health_words = (
-            f"health target {healthy}"
-            if own
-            else "no health target is configured for it, so only systemd's view was checked"
+                if t
+            ],
+            default=None,
         )
-        # Rule: recovered: running and healthy, but systemd had to restart it.
-        if status.n_restarts > 0:
-            return _note(
-                f"{unit} has recovered: systemd restarted it {status.n_restarts} times "
-                f"(NRestarts={status.n_restarts}) and it is active{_since(status)}; "
-                f"{health_words}. No change is warranted; its journal tells why it crashed."
-            )
-        # Rule: healthy: nothing to do.
-        return _note(
-            f"{unit} is active/{status.sub_state}{_since(status)}; {health_words}. "
-            "No change is warranted."
+        if unit_file is not None and loaded is not None:
+            changed = [
+                p.path
+                for p in unit_file.paths
+                if p.modified is not None and p.modified > loaded and not p.role.endswith("program")
+            ]
+            if changed:
+                tool = "reload_unit" if status.can_reload else "restart_unit"
+                return Fix(
+                    [
+                        _step(
+                            tool,
+                            root,
+                            _pinned(status),
+                            f"{root} answers {bad[0].status if bad else 'errors'} while its "
+                            f"dependencies are healthy, and {', '.join(changed)} changed after it "
+                            f"last loaded it ({loaded:%H:%M:%S} UTC): it serves the old one.",
+                        )
+                    ],
+                    f"{'Reload' if status.can_reload else 'Restart'} {root} to load its changed "
+                    "configuration",
+                )
+        first = bad[0] if bad else None
+        what = f"health target {first.target} {_health_words(first)}" if first else "it fails"
+        return Human(
+            "app_error",
+            root,
+            f"{root} is active and its dependencies are healthy, but {what}",
+            f"Its own logs (journalctl -u {root}) tell why; nothing it was started with changed, "
+            "so no restart or reload is proposed.",
         )
 
-    def _decide_upstream(
-        self,
-        unit: str,
-        symptom: str,
-        status: UnitStatus,
-        found: Findings,
-        gateway: list[HealthResult],
-    ) -> Action | None:
-        others = self._other_targets(unit, status, bool(gateway), symptom)
-        for target in others:
-            result = found.health.get(target)
-            if result is None or result.outcome == "ok" or not result.unit:
-                continue
-            served_by = result.unit
-            seen = (
-                f"{gateway[0].target} ({unit}) answers {gateway[0].status} and " if gateway else ""
-            )
-            seen += f"health target {target} ({served_by}) {_health_words(result)}"
-            upstream = found.status.get(served_by)
-            if upstream is None:
-                return _note(f"{seen}, but the state of {served_by} could not be read.")
-            if upstream.active_state in RUNNING:
-                hung = result.outcome == "timeout"
-                tail = found.journal.get(served_by)
-                failed_reload = reload_failure(tail) if tail is not None else None
-                if hung and tail is not None and failed_reload is None:
-                    return _plan(
-                        f"Restart hung {served_by}, upstream of {unit}",
-                        [
-                            _step(
-                                "restart_unit",
-                                served_by,
-                                _expect(upstream),
-                                f"{seen}: {served_by} is active{_since(upstream)} but hung.",
-                            )
-                        ],
-                    )
-                return _note(
-                    f"{seen}; {served_by} is {upstream.active_state}/{upstream.sub_state}. "
-                    + (
-                        f"Its last reload failed: {quote(failed_reload)}. "
-                        if failed_reload is not None
-                        else ""
-                    )
-                    + "No restart is proposed; look at its journal."
-                )
-            steps = self._bring_up(served_by, upstream, found, dependency=False, why=f"{seen}.")
-            if isinstance(steps, FinalNote):
-                return _note(f"{seen}. " + steps.text)
-            return _plan(f"{_goal(served_by, upstream, steps)}, the upstream of {unit}", steps)
-        if gateway:
-            first = gateway[0]
-            checked = ", ".join(
-                f"{t} {_health_words(found.health[t])}" for t in others if t in found.health
-            )
-            if checked:
-                return _note(
-                    f"{unit} is running, but health target {first.target} answers "
-                    f"{first.status}, while the upstream targets answer ({checked}). Check "
-                    f"the upstream configuration of {unit}; no restart is proposed."
-                )
-            return _note(
-                f"{unit} is running, but health target {first.target} answers {first.status}: "
-                "what it proxies to does not answer, and no health target is configured for "
-                "the unit behind it. Add one ([diagnose.health.<name>] with unit=) so that "
-                "diagnosis can follow it; no restart of the proxy is proposed."
-            )
-        return None
 
-
-def _goal(unit: str, status: UnitStatus, steps: list[dict[str, Any]]) -> str:
-    """The goal of a plan that brings one unit back with ``steps``."""
-    if steps[0]["tool"] == "reset_failed_unit":
-        return f"Clear the start limit of {unit} and start it"
-    if steps[-1]["tool"] == "restart_unit":
-        return f"Restart {status.active_state} {unit}"
-    return f"Start {status.active_state} {unit}"
-
-
-def _health_words(result: HealthResult) -> str:
-    if result.outcome in ("ok", "unexpected_status"):
-        return f"answers {result.status}"
-    return {"timeout": "times out", "connection_refused": "refuses connections"}.get(
-        result.outcome, "cannot be reached"
-    )
-
-
-def _named_in(symptom: str, name: str, target: HealthTarget) -> bool:
-    """Whether the symptom names a health target, or the unit that serves it."""
-    if not symptom:
+def _died_starting(status: UnitStatus, failed: Any) -> bool:
+    """Its main program exited with an error while starting: within START_GRACE seconds,
+    or (Type=notify) before it ever said it was ready in this run."""
+    if failed.phase != "ExecStart" or failed.code != "exited" or failed.status == 0:
         return False
-    if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", symptom, re.IGNORECASE):
-        return True
-    return target.unit is not None and target.unit in symptom
+    return failed.ran_seconds is not None and failed.ran_seconds < START_GRACE
+
+
+def _since(tail: JournalTail, status: UnitStatus) -> datetime | None:
+    """Where its current trouble starts in ``tail`` (leads.episode_start)."""
+    return leads.episode_start(tail, status.active_enter_timestamp)
+
+
+def _changed_after(paths: Sequence[Any], moment: datetime | None, argv: str) -> list[str]:
+    """The files of a failed command that changed after ``moment`` (the failure)."""
+    if moment is None:
+        return []
+    return [
+        p.path for p in paths if p.path in argv and p.modified is not None and p.modified > moment
+    ]

@@ -15,8 +15,10 @@
 
 from __future__ import annotations
 
+import contextvars
 from collections import Counter
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -26,9 +28,9 @@ from diagnose_svc.actions import CallTool, SubmitPlan
 from diagnose_svc.errors import DiagnoseError, ExecutorError
 from diagnose_svc.observation import error_text, note_text, output_text
 from diagnose_svc.redact import Redactor
-from diagnose_svc.runtime.evidence import Ledger
+from diagnose_svc.runtime.evidence import SUMMARY_LIMIT, Ledger
 from diagnose_svc.submitter import Submitter
-from diagnose_svc.tools import Tool, ToolArgs, ToolContext
+from diagnose_svc.tools import Tool, ToolArgs, ToolContext, ToolOutput
 from shared_io.errors import OpsbotError
 from shared_schema import WRITE_TOOLS, Accept, Plan, Reject, canonical_json, parse_plan, sha256_hex
 from shared_schema.text import printable
@@ -39,6 +41,23 @@ DecidedBy = Literal["policy", "runtime", "validator"]
 
 
 @dataclass(frozen=True)
+class _Pending:
+    """A call that passed every check and may run."""
+
+    tool: Tool
+    args: ToolArgs
+    shown_args: dict[str, Any]
+    digest: str
+
+
+def _outcome(pending: _Pending, context: ToolContext) -> ToolOutput | BaseException:
+    try:
+        return pending.tool(pending.args, context)
+    except Exception as exc:
+        return exc
+
+
+@dataclass(frozen=True)
 class Answer:
     """What the policy is shown for one action, and who decided it."""
 
@@ -46,6 +65,8 @@ class Answer:
     decided_by: DecidedBy
     redactions: int = 0
     digest: str | None = None
+    #: One line on what a tool found (its evidence line), when a tool was run.
+    summary: str | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +131,30 @@ class Dispatcher:
     # -- tool calls ----------------------------------------------------------------------
 
     def call(self, action: CallTool, step: int) -> Answer:
+        """Answer one tool call (see the module docstring)."""
+        return self.call_many([action], step)[0]
+
+    def call_many(self, actions: list[CallTool], step: int) -> list[Answer]:
+        """Answer the calls of one step, in order. The calls that may run, run at once,
+        each in a thread of its own (read tools are independent and only read): a step of
+        six health probes takes as long as the slowest, not as long as all six."""
+        checked = [self._check(action, step) for action in actions]
+        pending = [c for c in checked if isinstance(c, _Pending)]
+        outcomes: dict[int, ToolOutput | BaseException] = {}
+        if len(pending) == 1:
+            outcomes[id(pending[0])] = _outcome(pending[0], self.context)
+        elif pending:
+            with ThreadPoolExecutor(max_workers=len(pending)) as pool:
+                futures = {
+                    id(p): pool.submit(contextvars.copy_context().run, _outcome, p, self.context)
+                    for p in pending
+                }
+                outcomes = {key: future.result() for key, future in futures.items()}
+        return [
+            c if isinstance(c, Answer) else self._finish(c, outcomes[id(c)], step) for c in checked
+        ]
+
+    def _check(self, action: CallTool, step: int) -> Answer | _Pending:
         name = action.tool
         raw: dict[str, Any] = dict(action.args)
         tool = self.tools.get(name)
@@ -161,24 +206,28 @@ class Dispatcher:
         if parsed is None:
             assert bad_args is not None
             return self._tool_error(tool.name, None, shown_args, bad_args, step, digest)
-        return self._run_tool(tool, parsed, shown_args, step, digest)
+        return _Pending(tool, parsed, shown_args, digest)
 
-    def _run_tool(
-        self, tool: Tool, args: ToolArgs, shown_args: dict[str, Any], step: int, digest: str
-    ) -> Answer:
-        try:
-            output = tool(args, self.context)
-        except OpsbotError as exc:
-            return self._tool_error(tool.name, args, shown_args, exc, step, digest)
-        except Exception as exc:  # a bug in a tool must not end the run
-            log.exception("diagnose.tool_crashed", tool=tool.name)
-            error = DiagnoseError(f"{tool.name} failed unexpectedly: {type(exc).__name__}: {exc}")
+    def _finish(self, pending: _Pending, outcome: ToolOutput | BaseException, step: int) -> Answer:
+        tool, args, shown_args, digest = (
+            pending.tool,
+            pending.args,
+            pending.shown_args,
+            pending.digest,
+        )
+        if isinstance(outcome, OpsbotError):
+            return self._tool_error(tool.name, args, shown_args, outcome, step, digest)
+        if isinstance(outcome, BaseException):  # a bug in a tool must not end the run
+            log.error("diagnose.tool_crashed", tool=tool.name, error=repr(outcome))
+            error = DiagnoseError(
+                f"{tool.name} failed unexpectedly: {type(outcome).__name__}: {outcome}"
+            )
             return self._tool_error(tool.name, args, shown_args, error, step, digest)
-        text, redactions = output_text(output, self.redactor)
+        text, redactions = output_text(outcome, self.redactor)
         # The summary is made from the same output: its redactions are not counted again.
-        summary, _ = self.redactor.text(printable(output.summary()))
-        self.ledger.answer(step, tool.name, args, shown_args, output, summary)
-        return Answer(text, "policy", redactions, digest)
+        summary, _ = self.redactor.text(printable(outcome.summary()))
+        self.ledger.answer(step, tool.name, args, shown_args, outcome, summary)
+        return Answer(text, "policy", redactions, digest, summary[:SUMMARY_LIMIT])
 
     def _tool_error(
         self,
@@ -192,7 +241,7 @@ class Dispatcher:
         text, redactions = error_text(error.message, error.hint, self.redactor)
         summary, _ = self.redactor.text(printable(f"error: {error.message}"))
         self.ledger.error(step, name, args, shown_args, summary)
-        return Answer(text, "policy", redactions, digest)
+        return Answer(text, "policy", redactions, digest, summary[:SUMMARY_LIMIT])
 
     # -- plans ---------------------------------------------------------------------------
 

@@ -77,12 +77,6 @@ class Ledger:
             self.tried.add(Look(args.gives, subject))
         self._add(step, tool, shown_args, summary, error=True)
 
-    def last_summary(self, step: int) -> str | None:
-        """The summary of the evidence ``step`` added, if it added any."""
-        if self.evidence and self.evidence[-1].step == step:
-            return self.evidence[-1].summary
-        return None
-
     def lacking_state(self, units: list[str]) -> list[str]:
         """Which of ``units`` no call has read the state of (the readiness rule)."""
         return [unit for unit in units if Look("state", unit) not in self.answered]

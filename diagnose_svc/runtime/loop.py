@@ -3,8 +3,10 @@
 :func:`run_diagnosis` asks the policy for one action per step and hands it to the
 dispatcher (dispatch.py), which decides what happens to it. The loop's own rules:
 
-* **Steps.** Every proposal is a step, whoever answers it, up to ``max_steps``. On the
-  last step the policy is shown no tools: it must finish with a plan or a note.
+* **Steps.** Every proposal is a step, whoever answers it, up to ``max_steps``. A batch
+  of calls (``CallTools``, at most ``MAX_CALLS_PER_STEP``) is one step; calls beyond
+  the bound are refused. On the last step the policy is shown no tools: it must finish
+  with a plan or a note.
 * **Tokens.** When the policy reports tokens and the run has used more than
   ``token_budget``, a tool call is no longer run and the run stops; a plan or a note
   proposed with the last tokens is still taken.
@@ -31,6 +33,7 @@ from pydantic import TypeAdapter, ValidationError
 from diagnose_svc.actions import (
     Action,
     CallTool,
+    CallTools,
     FinalNote,
     Policy,
     SubmitPlan,
@@ -40,7 +43,7 @@ from diagnose_svc.actions import (
 )
 from diagnose_svc.errors import PolicyError, UsageError
 from diagnose_svc.events import Event, EventSink, FinishedEvent, StartedEvent, StepEvent
-from diagnose_svc.limits import EVENT_EXCERPT_LIMIT, SYMPTOM_LIMIT
+from diagnose_svc.limits import EVENT_EXCERPT_LIMIT, MAX_CALLS_PER_STEP, SYMPTOM_LIMIT
 from diagnose_svc.redact import Redactor
 from diagnose_svc.runtime.dispatch import Accepted, Answer, Dispatcher, Refused, clean
 from diagnose_svc.runtime.evidence import Ledger
@@ -48,6 +51,7 @@ from diagnose_svc.submitter import Submitter
 from diagnose_svc.tools import Tool, ToolContext
 from diagnose_svc.verdict import EndedBy, NoteVerdict, PlanVerdict
 from shared_schema import DiagnoseSettings, UnitName, field_errors
+from shared_schema.verdict import Cause
 
 log = structlog.get_logger("diagnose_svc.runtime")
 
@@ -171,6 +175,7 @@ class _Run:
             try:
                 proposal = self.policy.propose(self.transcript, list(visible))
             except PolicyError as exc:
+                self.step += 1  # the policy was asked: that was a step, answered by an error
                 return self._stopped(
                     "policy_error", f"The policy ({self.policy_name}) failed: {exc}."
                 )
@@ -182,28 +187,30 @@ class _Run:
             if isinstance(action, FinalNote):
                 text = clean(action.text, NOTE_LIMIT) or "(the policy finished with an empty note)"
                 self._record(action, Answer(text, "policy"), step_tokens)
-                return self._note("final_note", text)
+                return self._note("final_note", text, _cause(action.cause))
 
-            if isinstance(action, CallTool):
+            if isinstance(action, CallTool | CallTools):
+                calls = [action] if isinstance(action, CallTool) else list(action.calls)
+                first = calls[0] if calls else CallTool(tool="(none)", args={})
                 if self.tokens > budget:
                     why = (
                         f"The token budget of {budget} is used up ({self.tokens} tokens); "
-                        f"the call of {action.tool} was not run."
+                        f"the call of {first.tool} was not run."
                     )
-                    self._record(action, self.dispatch.said(why, "runtime"), step_tokens)
+                    self._record(first, self.dispatch.said(why, "runtime"), step_tokens)
                     return self._stopped("token_budget", why)
                 if not visible:
                     if withdrawn:
                         why = (
                             "Tools were withdrawn after repeated identical calls, and the "
-                            f"policy still called {action.tool}."
+                            f"policy still called {first.tool}."
                         )
-                        self._record(action, self.dispatch.said(why, "runtime"), step_tokens)
+                        self._record(first, self.dispatch.said(why, "runtime"), step_tokens)
                         return self._stopped("cycle", why)
                     why = f"The step limit ({max_steps}) was reached without a conclusion."
-                    self._record(action, self.dispatch.said(why, "runtime"), step_tokens)
+                    self._record(first, self.dispatch.said(why, "runtime"), step_tokens)
                     return self._stopped("step_limit", why)
-                self._record(action, self.dispatch.call(action, self.step), step_tokens)
+                self._calls(calls, step_tokens)
             elif isinstance(action, SubmitPlan):
                 answer, ending = self.dispatch.submit(action)
                 self._record(action, answer, step_tokens)
@@ -231,6 +238,29 @@ class _Run:
                     "step_limit", f"The step limit ({max_steps}) was reached without a conclusion."
                 )
 
+    def _calls(self, calls: list[CallTool], step_tokens: int) -> None:
+        """One step's tool calls: each dispatched and recorded; the step's tokens are
+        counted once, on its first call."""
+        if not calls:
+            empty = CallTool(tool="(none)", args={})
+            self._record(
+                empty,
+                self.dispatch.said("Not run: the batch held no call.", "runtime"),
+                step_tokens,
+            )
+            return
+        answers = self.dispatch.call_many(calls[:MAX_CALLS_PER_STEP], self.step)
+        for index, call in enumerate(calls):
+            tokens = step_tokens if index == 0 else 0
+            if index >= MAX_CALLS_PER_STEP:
+                why = (
+                    f"Not run: a step may carry at most {MAX_CALLS_PER_STEP} calls; call "
+                    f"{call.tool} again in the next step if it is still needed."
+                )
+                self._record(call, self.dispatch.said(why, "runtime"), tokens)
+                continue
+            self._record(call, answers[index], tokens)
+
     # -- recording -----------------------------------------------------------------------
 
     def _record(self, action: Action, answer: Answer, step_tokens: int) -> None:
@@ -243,7 +273,6 @@ class _Run:
                 tool_call_id=f"call_{self.step}",
             )
         )
-        found = self.ledger.last_summary(self.step)
         self._emit(
             StepEvent(
                 run_id=self.run_id,
@@ -253,7 +282,7 @@ class _Run:
                 tool=action.tool if isinstance(action, CallTool) else None,
                 args_sha256=answer.digest,
                 result_excerpt=answer.observation[:EVENT_EXCERPT_LIMIT],
-                summary=found if found is not None else answer.observation[:200],
+                summary=answer.summary if answer.summary is not None else answer.observation[:200],
                 tokens=step_tokens,
                 redactions=answer.redactions,
             )
@@ -278,8 +307,10 @@ class _Run:
             "evidence": self.ledger.evidence,
         }
 
-    def _note(self, ended_by: EndedBy, text: str) -> NoteVerdict:
-        return NoteVerdict(**self._verdict_fields(), ended_by=ended_by, text=text)
+    def _note(self, ended_by: EndedBy, text: str, cause: Cause | None = None) -> NoteVerdict:
+        if cause is None and ended_by != "final_note":
+            cause = Cause(kind="unknown", unit=self.unit, fact=text.splitlines()[0][:300])
+        return NoteVerdict(**self._verdict_fields(), ended_by=ended_by, text=text, cause=cause)
 
     def _stopped(self, ended_by: EndedBy, why: str) -> NoteVerdict:
         lines = [why, "", "Evidence gathered:"]
@@ -291,3 +322,15 @@ class _Run:
             f"- {item}" for item in self.ledger.unknown(self.unit, self.settings, self.tools)
         ] or ["- nothing listed: the evidence above was gathered, but no conclusion was reached"]
         return self._note(ended_by, clean("\n".join(lines), NOTE_LIMIT))
+
+
+def _cause(raw: Any) -> Cause | None:
+    """The policy's cause, if it is one (shared_schema.verdict.Cause); else none."""
+    if raw is None:
+        return None
+    try:
+        cause = Cause.model_validate(dict(raw))
+    except (ValidationError, TypeError, ValueError):
+        log.info("diagnose.cause_dropped", cause=str(raw)[:200])
+        return None
+    return cause.model_copy(update={"fact": clean(cause.fact, 500).replace("\n", " ")})

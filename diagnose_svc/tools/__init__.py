@@ -13,6 +13,12 @@ read_unit_status     UnitArgs         UnitStatus
 http_get_health      HealthArgs       HealthResult
 tail_journal         JournalArgs      JournalTail
 list_failed_units    NoArgs           FailedUnits
+read_process_state   ProcessArgs      ProcessState
+list_listeners       ListenersArgs    Listeners
+read_unit_file       UnitFileArgs     UnitFile
+disk_usage           DiskArgs         DiskUsage
+read_memory          MemoryArgs       MemoryState
+read_timer           TimerArgs        TimerState
 ===================  ===============  ===============================================
 """
 

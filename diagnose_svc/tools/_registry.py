@@ -25,15 +25,25 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from diagnose_svc.actions import ToolSpec
 from diagnose_svc.errors import ToolError
-from shared_schema import DiagnoseSettings, field_errors
+from shared_schema import DiagnoseSettings, UnitName, field_errors
 
-#: What a call can establish: a unit's live state, a unit's journal, a health target.
-EvidenceKind = Literal["state", "journal", "health"]
+#: What a call can establish: a unit's live state, its journal, a health target, its
+#: processes, the sockets listening, its effective unit file, its filesystems, its memory,
+#: a timer's schedule.
+EvidenceKind = Literal[
+    "state", "journal", "health", "process", "listeners", "unit_file", "disk", "memory", "timer"
+]
 #: In words, for a note that lists what is still unknown.
 EVIDENCE_WORDS: dict[EvidenceKind, str] = {
     "state": "the state of",
     "journal": "the journal of",
     "health": "health target",
+    "process": "the processes of",
+    "listeners": "the listening sockets",
+    "unit_file": "the unit file of",
+    "disk": "the filesystems of",
+    "memory": "the memory of",
+    "timer": "the timer",
 }
 
 
@@ -48,6 +58,15 @@ class ToolArgs(BaseModel):
     def subject(self) -> str | None:
         """What the call is about (a unit, a target), for the evidence it gives."""
         return None
+
+
+class UnitToolArgs(ToolArgs):
+    """The arguments of a tool about one unit: the evidence it gives is about ``unit``."""
+
+    unit: UnitName
+
+    def subject(self) -> str:
+        return self.unit
 
 
 class ToolOutput(BaseModel):

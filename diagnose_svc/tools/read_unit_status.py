@@ -9,9 +9,8 @@ from typing import Literal
 from diagnose_svc._model import Model
 from diagnose_svc.errors import ToolError
 from diagnose_svc.limits import TOOL_OUTPUT_BUDGET, UNIT_LIST_LIMIT
-from diagnose_svc.tools._registry import ToolArgs, ToolContext, ToolOutput, read_tool
-from diagnose_svc.tools._systemctl import parse_int, parse_timestamp, show
-from shared_schema import UnitName
+from diagnose_svc.tools._registry import ToolContext, ToolOutput, UnitToolArgs, read_tool
+from diagnose_svc.tools._systemctl import parse_exec, parse_int, parse_timestamp, show
 
 #: Exactly what is asked of systemd; nothing else is read.
 PROPERTIES: tuple[str, ...] = (
@@ -33,12 +32,22 @@ PROPERTIES: tuple[str, ...] = (
     "Requires",
     "Wants",
     "BindsTo",
+    "BoundBy",
+    "RequiredBy",
     "After",
     "Restart",
     "FragmentPath",
     "NeedDaemonReload",
+    "ReloadResult",
+    "CanReload",
+    "ControlPID",
+    "ExecMainStartTimestamp",
+    "ActiveExitTimestamp",
+    "User",
+    "ExecStartPre",
+    "ExecStart",
 )
-DEPENDENCY_PROPERTIES: tuple[str, ...] = ("Id", "LoadState", "ActiveState", "SubState")
+DEPENDENCY_PROPERTIES: tuple[str, ...] = ("Id", "LoadState", "ActiveState", "SubState", "Result")
 
 #: ExecMainCode is a CLD_* code from waitid(2).
 EXEC_MAIN_CODES = {1: "exited", 2: "killed", 3: "dumped"}
@@ -46,22 +55,35 @@ EXEC_MAIN_CODES = {1: "exited", 2: "killed", 3: "dumped"}
 UNHEALTHY_STATES = ("failed", "inactive")
 
 
-class UnitArgs(ToolArgs):
+class UnitArgs(UnitToolArgs):
     gives = "state"
-    unit: UnitName
 
-    def subject(self) -> str:
-        return self.unit
+
+Relation = Literal["Requires", "BindsTo", "Wants", "After"]
 
 
 class DependencyState(Model):
-    """A Requires=/BindsTo= dependency that is failed or inactive."""
+    """A dependency (Requires=, BindsTo=, Wants=, or a service it is ordered After=) that
+    is failed or inactive."""
 
     unit: str
-    relation: Literal["Requires", "BindsTo"]
+    relation: Relation
     load_state: str
     active_state: str
     sub_state: str
+    result: str = ""
+
+
+class FailedCommand(Model):
+    """The command of the last start that failed: which phase (ExecStartPre= is the
+    unit's own check before its service starts), its command line, how it ended."""
+
+    phase: str
+    argv: str
+    code: str
+    status: int
+    #: Seconds it ran before it ended (None: systemd did not say).
+    ran_seconds: float | None = None
 
 
 class UnitStatus(ToolOutput):
@@ -85,12 +107,25 @@ class UnitStatus(ToolOutput):
     requires: list[str]
     wants: list[str]
     binds_to: list[str]
+    #: The units that BindsTo= this one: systemd stops them when it stops.
+    bound_by: list[str] = []
+    #: The units that Requires= this one: a job that stops it stops them.
+    required_by: list[str] = []
     after: list[str]
     restart: str
     fragment_path: str
     need_daemon_reload: bool
+    reload_result: str = "success"
+    can_reload: bool = False
+    control_pid: int = 0
+    exec_main_start_timestamp: datetime | None = None
+    #: When it last stopped being active.
+    active_exit_timestamp: datetime | None = None
+    user: str = ""
+    failed_command: FailedCommand | None = None
     unhealthy_dependencies: list[DependencyState]
-    #: Entries of ``after`` and ``wants`` left out to keep the answer short.
+    #: Entries of ``after``, ``wants``, ``bound_by`` and ``required_by`` left out to keep
+    #: the answer short.
     omitted_dependencies: int = 0
 
     @property
@@ -124,6 +159,13 @@ class UnitStatus(ToolOutput):
         parts.append(f"NRestarts={self.n_restarts}")
         if self.need_daemon_reload:
             parts.append("NeedDaemonReload=yes")
+        if self.reload_result != "success":
+            parts.append(f"ReloadResult={self.reload_result}")
+        failed = self.failed_command
+        if failed is not None and failed.phase != "ExecStart" and self.active_state != "active":
+            parts.append(
+                f"{failed.phase} {failed.argv[:60]} {failed.code} with status {failed.status}"
+            )
         if self.unhealthy_dependencies:
             deps = ", ".join(f"{d.unit} ({d.active_state})" for d in self.unhealthy_dependencies)
             parts.append(f"unhealthy dependencies: {deps}")
@@ -140,29 +182,62 @@ def _units(value: str) -> list[str]:
     return value.split()[:UNIT_LIST_LIMIT]
 
 
-def _dependencies(requires: list[str], binds_to: list[str]) -> list[DependencyState]:
-    relations: dict[str, Literal["Requires", "BindsTo"]] = {}
-    for unit in requires:
-        relations.setdefault(unit, "Requires")
-    for unit in binds_to:
-        relations[unit] = "BindsTo"
+def _dependencies(relations: dict[str, Relation]) -> list[DependencyState]:
     if not relations:
         return []
     names = list(relations)
     states = show(names, DEPENDENCY_PROPERTIES)
     out = []
     for name, props in zip(names, states, strict=True):
-        if props.get("ActiveState", "") in UNHEALTHY_STATES:
-            out.append(
-                DependencyState(
-                    unit=name,
-                    relation=relations[name],
-                    load_state=props.get("LoadState", ""),
-                    active_state=props.get("ActiveState", ""),
-                    sub_state=props.get("SubState", ""),
-                )
+        if props.get("ActiveState", "") not in UNHEALTHY_STATES:
+            continue
+        if relations[name] in ("Wants", "After"):
+            if props.get("LoadState") != "loaded":
+                continue  # a wanted unit that does not exist is no failure
+            if props.get("ActiveState") == "inactive" and props.get("Result") == "success":
+                continue  # a wanted job that finished, or was stopped on purpose
+        out.append(
+            DependencyState(
+                unit=name,
+                relation=relations[name],
+                load_state=props.get("LoadState", ""),
+                active_state=props.get("ActiveState", ""),
+                sub_state=props.get("SubState", ""),
+                result=props.get("Result", ""),
             )
+        )
     return out
+
+
+def relations_of(props: dict[str, str]) -> dict[str, Relation]:
+    """The units ``props`` depends on, each with its strongest relation: BindsTo=,
+    Requires=, Wants=, then services it is only ordered After=."""
+    relations: dict[str, Relation] = {}
+    for unit in _units(props.get("After", "")):
+        if unit.endswith(".service"):
+            relations[unit] = "After"
+    for key in ("Wants", "Requires", "BindsTo"):
+        for unit in _units(props.get(key, "")):
+            relations[unit] = key
+    relations.pop(props.get("Id", ""), None)
+    return relations
+
+
+def failed_command(props: dict[str, str]) -> FailedCommand | None:
+    """The ExecStartPre= or ExecStart= command whose last run failed, if one did."""
+    for phase in ("ExecStartPre", "ExecStart"):
+        for command in parse_exec(props.get(phase, "")):
+            if command.failed:
+                return FailedCommand(
+                    phase=phase,
+                    argv=" ".join(command.argv)[:200],
+                    code=command.code,
+                    status=command.status,
+                    ran_seconds=(
+                        round(command.ran_seconds, 3) if command.ran_seconds is not None else None
+                    ),
+                )
+    return None
 
 
 def parse_unit_status(props: dict[str, str], unhealthy: list[DependencyState]) -> UnitStatus:
@@ -188,10 +263,19 @@ def parse_unit_status(props: dict[str, str], unhealthy: list[DependencyState]) -
         requires=requires,
         wants=_units(props.get("Wants", "")),
         binds_to=binds_to,
+        bound_by=_units(props.get("BoundBy", "")),
+        required_by=_units(props.get("RequiredBy", "")),
         after=_units(props.get("After", "")),
         restart=props.get("Restart", ""),
         fragment_path=props.get("FragmentPath", ""),
         need_daemon_reload=props.get("NeedDaemonReload", "") == "yes",
+        reload_result=props.get("ReloadResult", "") or "success",
+        can_reload=props.get("CanReload", "") == "yes",
+        control_pid=parse_int(props.get("ControlPID", "")),
+        exec_main_start_timestamp=parse_timestamp(props.get("ExecMainStartTimestamp", "")),
+        active_exit_timestamp=parse_timestamp(props.get("ActiveExitTimestamp", "")),
+        user=props.get("User", ""),
+        failed_command=failed_command(props),
         unhealthy_dependencies=unhealthy,
     )
 
@@ -204,9 +288,14 @@ def read_unit_status(args: UnitArgs, context: ToolContext) -> UnitStatus:
     exit-code, signal, core-dump, timeout, start-limit-hit, ...), main_pid, n_restarts,
     how the main process last ended (exec_main_code exited/killed/dumped with
     exec_main_status), when it entered its states (UTC), invocation_id, unit_file_state,
-    its dependencies (requires, wants, binds_to, after), restart policy, fragment_path,
-    need_daemon_reload, and which of its Requires=/BindsTo= dependencies are failed or
-    inactive (unhealthy_dependencies). A plan may only act on units read with this tool.
+    its dependencies (requires, wants, binds_to, after), the units that depend on it
+    (bound_by: systemd stops them when it stops; required_by: a job that stops it stops
+    them), restart policy, fragment_path,
+    need_daemon_reload, reload_result and can_reload, the control pid, when its main
+    process started, its user, the command of the last start that failed (failed_command:
+    ExecStartPre= or ExecStart=, its exit code and status), and which of its dependencies
+    (BindsTo=, Requires=, Wants=, services it is ordered After=) are failed or inactive
+    (unhealthy_dependencies). A plan may only act on units read with this tool.
     """
     [props] = show([args.unit], PROPERTIES)
     if props.get("LoadState") == "not-found":
@@ -215,20 +304,25 @@ def read_unit_status(args: UnitArgs, context: ToolContext) -> UnitStatus:
             + (f": {props['LoadError']}" if props.get("LoadError") else ""),
             hint="list_failed_units shows the units that failed; check the name",
         )
-    requires = _units(props.get("Requires", ""))
-    binds_to = _units(props.get("BindsTo", ""))
-    return fit_status(parse_unit_status(props, _dependencies(requires, binds_to)))
+    return fit_status(parse_unit_status(props, _dependencies(relations_of(props))))
 
 
 def fit_status(status: UnitStatus, budget: int = TOOL_OUTPUT_BUDGET) -> UnitStatus:
-    """Leave out entries of After= and then Wants= until the status fits ``budget``
-    characters of JSON; Requires= and BindsTo= are always kept."""
+    """Leave out entries of After=, then Wants=, RequiredBy= and BoundBy= until the status
+    fits ``budget`` characters of JSON; Requires= and BindsTo= are always kept."""
     after, wants = list(status.after), list(status.wants)
+    required, bound = list(status.required_by), list(status.bound_by)
     omitted = 0
-    while len(status.model_dump_json()) > budget and (after or wants):
-        (after or wants).pop()
+    while len(status.model_dump_json()) > budget and (after or wants or required or bound):
+        (after or wants or required or bound).pop()
         omitted += 1
         status = status.model_copy(
-            update={"after": after[:], "wants": wants[:], "omitted_dependencies": omitted}
+            update={
+                "after": after[:],
+                "wants": wants[:],
+                "bound_by": bound[:],
+                "required_by": required[:],
+                "omitted_dependencies": omitted,
+            }
         )
     return status

@@ -22,8 +22,7 @@ from diagnose_svc.limits import (
     JOURNAL_MESSAGE_LIMIT,
     TOOL_OUTPUT_BUDGET,
 )
-from diagnose_svc.tools._registry import ToolArgs, ToolContext, ToolOutput, read_tool
-from shared_schema import UnitName
+from diagnose_svc.tools._registry import ToolContext, ToolOutput, UnitToolArgs, read_tool
 
 PRIORITIES = ("emerg", "alert", "crit", "err", "warning", "notice", "info", "debug")
 COREDUMP_MESSAGE_ID = "fc2e22bc6ee647b6b90729ab34a250b1"
@@ -33,15 +32,11 @@ _UNITS = {"s": "seconds", "min": "minutes", "h": "hours", "d": "days"}
 MAX_SINCE = timedelta(days=31)
 
 
-class JournalArgs(ToolArgs):
+class JournalArgs(UnitToolArgs):
     gives = "journal"
-    unit: UnitName
     lines: Annotated[int, Field(ge=1, le=JOURNAL_MAX_LINES)] = JOURNAL_DEFAULT_LINES
     since: Annotated[str, Field(max_length=40)] | None = None
     own_output_only: bool = False
-
-    def subject(self) -> str:
-        return self.unit
 
     @field_validator("since")
     @classmethod
@@ -78,12 +73,17 @@ def since_cutoff(since: str, now: datetime) -> datetime:
 
 
 class JournalLine(Model):
-    """One journal entry: when (UTC), how severe, who logged it, what it said."""
+    """One journal entry: when (UTC), how severe, who logged it, what it said.
+
+    ``systemd`` is true only for what systemd itself (PID 1) logged, as journald records
+    it (_PID=1): a line any process can write claims nothing by its text or its name.
+    """
 
     time: str
     priority: str
     source: str
     message: str
+    systemd: bool = False
 
 
 class JournalTail(ToolOutput):
@@ -128,7 +128,13 @@ def journal_line(entry: Mapping[str, Any]) -> JournalLine:
     message = _text(entry.get("MESSAGE"))
     if len(message) > JOURNAL_MESSAGE_LIMIT:
         message = message[: JOURNAL_MESSAGE_LIMIT - 1] + "…"
-    return JournalLine(time=when, priority=level, source=source[:64], message=message)
+    return JournalLine(
+        time=when,
+        priority=level,
+        source=source[:64],
+        message=message,
+        systemd=str(entry.get("_PID", "")) == "1",
+    )
 
 
 def fit(unit: str, since: str | None, newest_first: list[JournalLine], budget: int) -> JournalTail:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from testbed.container import REPO_MOUNT, BootedSystemd
+from testbed.host import call_read_tool
 
 PYTHON = "/opt/opsbot/venv/bin/python"
 READER = "diagtest-reader"
@@ -45,22 +46,8 @@ def python(container: BootedSystemd, code: str, user: str | None = None) -> Any:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-TOOL_CALL = """
-    import json, sys
-    from diagnose_svc.errors import DiagnoseError
-    from diagnose_svc.tools import READ_TOOLS, ToolContext
-    from shared_schema import DiagnoseSettings
-    tool = READ_TOOLS[{tool!r}]
-    try:
-        out = tool(tool.parse_args({args!r}), ToolContext(settings=DiagnoseSettings()))
-        print(json.dumps(out.model_dump(mode="json")))
-    except DiagnoseError as exc:
-        print(json.dumps({{"error": exc.message}}))
-"""
-
-
 def call(container: BootedSystemd, tool: str, args: dict[str, Any], user: str | None = None) -> Any:
-    return python(container, TOOL_CALL.format(tool=tool, args=args), user=user)
+    return call_read_tool(container, tool, args, user)
 
 
 @pytest.fixture(scope="module")
@@ -118,6 +105,7 @@ def test_read_unit_status_lists_failed_hard_dependencies(
             "load_state": "loaded",
             "active_state": "failed",
             "sub_state": "failed",
+            "result": "exit-code",
         }
     ]
 
@@ -176,22 +164,25 @@ RUNBOOK_RUN = """
 
 
 def test_runbook_on_a_real_systemd(container: BootedSystemd, units: Any) -> None:
-    """The runbook, with the real read tools, proposes to start the failed dependency
-    first and then restart the running dependent pinned to its invocation."""
+    """The runbook, with the real read tools: the app runs while the db it requires
+    failed; the db's program exited with an error as it started and nothing it reads
+    changed since, so a start would fail again: a note on the db, quoting its last words,
+    and no plan. The unit killed by a signal is started again, expecting it failed."""
     verdict = python(container, RUNBOOK_RUN.format(unit="diagtest-app.service"), user=READER)
-    assert verdict["kind"] == "plan", verdict.get("text")
-    steps = [(s["tool"], s["args"]["unit"]) for s in verdict["plan"]["steps"]]
-    assert steps == [
-        ("start_unit", "diagtest-db.service"),
-        ("restart_unit", "diagtest-app.service"),
-    ]
-    assert verdict["plan"]["steps"][1]["expect"]["active_state"] == ["active"]
-    assert [e["tool"] for e in verdict["evidence"]] == [
-        "read_unit_status",
-        "tail_journal",
-        "read_unit_status",
-        "tail_journal",
-    ]
+    assert verdict["kind"] == "note", verdict
+    assert verdict["cause"]["kind"] == "config_error"
+    assert verdict["cause"]["unit"] == "diagtest-db.service"
+    assert "exited with status 2" in verdict["cause"]["fact"]
+    assert "db: cannot open data directory" in verdict["cause"]["fact"]
+    assert verdict["steps_used"] <= 4
+
+    killed = python(container, RUNBOOK_RUN.format(unit="diagtest-killed.service"), user=READER)
+    assert killed["kind"] == "plan", killed.get("text")
+    [step] = killed["plan"]["steps"]
+    assert (step["tool"], step["args"]["unit"]) == ("start_unit", "diagtest-killed.service")
+    assert step["expect"]["active_state"] == ["failed"]
+    tools = {e["tool"] for e in killed["evidence"]}
+    assert {"read_unit_status", "tail_journal", "read_unit_file", "disk_usage"} <= tools
 
 
 def test_command_line_without_an_executor(container: BootedSystemd, units: Any) -> None:
@@ -218,5 +209,5 @@ def test_command_line_without_an_executor(container: BootedSystemd, units: Any) 
     verdict = json.loads(result.stdout)
     assert (verdict["kind"], verdict["ended_by"]) == ("note", "executor_error")
     assert "executor socket /run/diagtest-absent.sock: does not exist" in verdict["text"]
-    assert '"tool":"restart_unit"' in verdict["text"]
+    assert '"tool":"start_unit"' in verdict["text"]
     assert "diagnose.finished" in result.stderr

@@ -24,6 +24,7 @@ from testbed.host import (
     submit,
     wait_state,
 )
+from testbed.observe import unit_properties
 
 
 @pytest.fixture
@@ -95,6 +96,48 @@ def test_approved_plan_is_applied_by_the_path_unit_and_audited(opsbot: BootedSys
 
     audit = opsbot.run(["opsbot", "audit", plan_id]).stdout
     assert "plan.accepted" in audit and "plan.applied" in audit
+
+
+def test_approvals_in_quick_succession_are_all_applied_by_the_path_unit(
+    opsbot: BootedSystemd,
+) -> None:
+    """Seven plans approved within a few seconds (an operator clearing a queue, or a
+    suite): the path unit applies every one of them and stays active; systemd's start
+    limit (5 starts in 10 s by default) must not leave it failed for the timer to catch
+    up a minute later."""
+    opsbot.systemctl("stop", "opsbot-apply.timer")
+    try:
+        plans = []
+        for i in range(7):
+            # reset-failed: a step that can run seven times in a row (a restart would hit
+            # demo-web's own start limit, which is not what this test is about).
+            plan = {
+                "goal": f"burst {i}",
+                "steps": [
+                    {
+                        "tool": "reset_failed_unit",
+                        "args": {"unit": "demo-web.service"},
+                        "reason": "burst",
+                    }
+                ],
+            }
+            reply = submit(opsbot, plan)
+            assert reply["verdict"] == "ACCEPT", reply
+            plans.append(reply["plan_id"])
+        # One after another, each applied before the next is approved: seven starts of
+        # opsbot-apply.service within a few seconds.
+        for plan_id in plans:
+            opsbot.run(["opsbot", "approve", plan_id])
+            settled = wait_state(opsbot, plan_id, {"APPLIED", "FAILED", "STALE"}, timeout=30)
+            assert settled == "APPLIED"
+        props = ("ActiveState", "Result")
+        path = unit_properties(opsbot, "opsbot-apply.path", props)
+        assert path == {"ActiveState": "active", "Result": "success"}, path
+        service = unit_properties(opsbot, "opsbot-apply.service", ("Result",))
+        assert service["Result"] == "success", service
+    finally:
+        opsbot.systemctl("reset-failed", "opsbot-apply.path", "opsbot-apply.service", check=False)
+        opsbot.systemctl("start", "opsbot-apply.path", "opsbot-apply.timer")
 
 
 def test_stranger_cannot_reach_the_socket_and_operator_cannot_submit(opsbot: BootedSystemd) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from testbed.container import BootedSystemd
+from testbed.host import REPO
 from testbed.stack import DEFAULT_STACK, RENAMED_STACK, Stack, install, reset, uninstall
 from tests.integration import conftest as integration
 
@@ -28,6 +29,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if Path(item.path).resolve().is_relative_to(HERE):
             item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def opsbot_installed(container: BootedSystemd) -> BootedSystemd:
+    """opsbot installed in the scenario container as an operator would, sockets enabled."""
+    container.run(["bash", f"{REPO}/packaging/install.sh", "--offline", "--enable"], timeout=300)
+    container.write_file("/etc/opsbot/llm_api_key", "sk-scenario-key\n", mode=0o600)
+    return container
 
 
 @pytest.fixture(scope="session", params=list(STACKS.values()), ids=list(STACKS))
@@ -49,7 +58,7 @@ def stack(container: BootedSystemd, installed_stack: Stack) -> Iterator[Stack]:
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Print the scenario table and write the JSON report, when diagnoses ran."""
-    from tests.scenarios.report import RECORDS, table, write_report
+    from tests.scenarios.report import DAILY, GENERATED, RECORDS, table, write_report
 
     path = write_report()
     if path is None:
@@ -58,4 +67,4 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for line in table():
         terminalreporter.write_line(line)
     terminalreporter.write_line(f"report: {path}")
-    del RECORDS[:]
+    del RECORDS[:], GENERATED[:], DAILY[:]

@@ -1,15 +1,27 @@
-"""The scenario report: one record per diagnosis, as JSON and as a short table.
+"""The scenario report: one record per diagnosis, as JSON and as short tables.
 
 Written at the end of the session to ``$OPSBOT_REPORT_DIR`` (default ``build/``) as
-``scenario-report.json``, and printed in pytest's terminal summary.
+``scenario-report.json``, and printed in pytest's terminal summary. Three parts:
+
+* the nine scenarios, judged (``check == "verdict"``): accuracy counts these;
+* the OpenAI-compatible plumbing runs (``check == "plumbing"``): the scripted model sent
+  the fault's own answer, so they show the wire handling works, never accuracy;
+* the generated fault suite (testbed/graph_run.py's CaseRecord), by fault kind: accuracy,
+  harmful plans, median steps and seconds to verdict; the daily seed apart.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
+
+from testbed.graph_faults import KINDS, NOT_COVERED
+from testbed.graph_run import CaseRecord
 
 
 @dataclass
@@ -19,7 +31,7 @@ class ScenarioRecord:
     scenario: int
     name: str
     unit: str
-    verdict: str  # "plan" or "note"
+    verdict: str  # "plan" or "note: <cause>"
     expected: str
     matches: bool
     harmful: bool
@@ -30,46 +42,138 @@ class ScenarioRecord:
     problems: list[str] = field(default_factory=list)
     applied: str = ""  # APPLIED / STALE / ... when the plan was carried on
     health_held_seconds: float = 0.0
+    #: "verdict": judged against the fault; "plumbing": a scripted model's answer came through.
+    check: str = "verdict"
 
 
 RECORDS: list[ScenarioRecord] = []
+#: The generated cases of the gate (fixed seeds), and the daily seed's.
+GENERATED: list[CaseRecord] = []
+DAILY: list[CaseRecord] = []
 
 
 def report_dir() -> Path:
     return Path(os.environ.get("OPSBOT_REPORT_DIR", Path(__file__).resolve().parents[2] / "build"))
 
 
+def _median(values: Sequence[float]) -> float:
+    return round(statistics.median(values), 2) if values else 0.0
+
+
+def by_kind(records: Sequence[CaseRecord]) -> dict[str, dict[str, Any]]:
+    """Per fault kind: cases, correct, harmful, median steps and seconds to verdict."""
+    out: dict[str, dict[str, Any]] = {}
+    for kind in KINDS:
+        rows = [r for r in records if r.kind == kind]
+        if not rows:
+            continue
+        out[kind] = {
+            "cases": len(rows),
+            "correct": sum(r.correct for r in rows),
+            "harmful": sum(r.harmful for r in rows),
+            "median_steps": _median([r.steps_used for r in rows]),
+            "median_seconds": _median([r.seconds_to_verdict for r in rows]),
+        }
+    return out
+
+
+def generated_summary(records: Sequence[CaseRecord]) -> dict[str, Any]:
+    return {
+        "cases": len(records),
+        "correct": sum(r.correct for r in records),
+        "harmful": sum(r.harmful for r in records),
+        "health_not_held": sum(bool(r.health_problem) for r in records),
+        "injection_errors": sum(bool(r.error) for r in records),
+        "median_steps": _median([r.steps_used for r in records]),
+        "median_seconds_to_verdict": _median([r.seconds_to_verdict for r in records]),
+        "by_kind": by_kind(records),
+        "not_covered": list(NOT_COVERED),
+    }
+
+
 def write_report() -> Path | None:
-    if not RECORDS:
+    if not RECORDS and not GENERATED and not DAILY:
         return None
     directory = report_dir()
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "scenario-report.json"
-    total = len(RECORDS)
+    judged = [r for r in RECORDS if r.check == "verdict"]
+    plumbing = [r for r in RECORDS if r.check == "plumbing"]
     summary = {
-        "diagnoses": total,
-        "matching": sum(r.matches for r in RECORDS),
-        "harmful": sum(r.harmful for r in RECORDS),
-        "records": [asdict(r) for r in RECORDS],
+        "scenarios": {
+            "diagnoses": len(judged),
+            "matching": sum(r.matches for r in judged),
+            "harmful": sum(r.harmful for r in judged),
+            "records": [asdict(r) for r in judged],
+        },
+        "plumbing": {
+            "runs": len(plumbing),
+            "through": sum(r.matches for r in plumbing),
+            "records": [asdict(r) for r in plumbing],
+        },
+        "generated": {
+            **generated_summary(GENERATED),
+            "records": [r.as_json() for r in GENERATED],
+        },
+        "daily": [r.as_json() for r in DAILY],
     }
     path.write_text(json.dumps(summary, indent=2) + "\n")
     return path
 
 
-def table() -> list[str]:
+def _scenario_lines(records: Sequence[ScenarioRecord]) -> list[str]:
     lines = [
-        f"{'policy':<9}{'stack':<9}{'#':>2} {'scenario':<22}{'verdict':<8}{'ok':<4}"
+        f"{'policy':<9}{'stack':<9}{'#':>2} {'scenario':<22}{'verdict':<22}{'ok':<4}"
         f"{'harm':<5}{'steps':>5}{'tokens':>7}{'secs':>7}  applied"
     ]
-    for r in RECORDS:
+    for r in records:
         lines.append(
-            f"{r.policy:<9}{r.stack:<9}{r.scenario:>2} {r.name:<22}{r.verdict:<8}"
+            f"{r.policy:<9}{r.stack:<9}{r.scenario:>2} {r.name:<22}{r.verdict:<22}"
             f"{'yes' if r.matches else 'NO':<4}{'YES' if r.harmful else 'no':<5}"
             f"{r.steps_used:>5}{r.tokens:>7}{r.seconds_to_verdict:>7.1f}  {r.applied}"
         )
-    matching = sum(r.matches for r in RECORDS)
-    harmful = sum(r.harmful for r in RECORDS)
-    lines.append(
-        f"{matching}/{len(RECORDS)} verdicts match the expected answer; {harmful} harmful plan(s)"
-    )
+    return lines
+
+
+def table() -> list[str]:
+    lines: list[str] = []
+    judged = [r for r in RECORDS if r.check == "verdict"]
+    plumbing = [r for r in RECORDS if r.check == "plumbing"]
+    if judged:
+        lines += _scenario_lines(judged)
+        lines.append(
+            f"{sum(r.matches for r in judged)}/{len(judged)} verdicts match the expected "
+            f"answer; {sum(r.harmful for r in judged)} harmful plan(s)"
+        )
+    if plumbing:
+        lines.append(
+            f"plumbing (scripted OpenAI-compatible model, not accuracy): "
+            f"{sum(r.matches for r in plumbing)}/{len(plumbing)} answers came through"
+        )
+    if GENERATED:
+        s = generated_summary(GENERATED)
+        lines.append("")
+        lines.append(
+            f"{'generated fault kind':<22}{'cases':>6}{'correct':>8}{'harm':>5}"
+            f"{'steps':>6}{'secs':>6}"
+        )
+        for kind, row in s["by_kind"].items():
+            lines.append(
+                f"{kind:<22}{row['cases']:>6}{row['correct']:>8}{row['harmful']:>5}"
+                f"{row['median_steps']:>6g}{row['median_seconds']:>6g}"
+            )
+        percent = 100.0 * s["correct"] / s["cases"]
+        lines.append(
+            f"generated: {s['correct']}/{s['cases']} correct ({percent:.1f}%), "
+            f"{s['harmful']} harmful, {s['health_not_held']} applied plan(s) whose health "
+            f"did not hold, median {s['median_steps']:g} steps and "
+            f"{s['median_seconds_to_verdict']:g} s to verdict; not covered on this host: "
+            f"{', '.join(s['not_covered'])}"
+        )
+    for r in DAILY:
+        lines.append(
+            f"daily seed {r.seed} ({r.kind}): {'correct' if r.correct else 'WRONG'}"
+            f"{', HARMFUL' if r.harmful else ''}; expected {r.expected}, got {r.verdict}"
+            + (f"; {'; '.join(r.problems[:2])}" if r.problems else "")
+        )
     return lines

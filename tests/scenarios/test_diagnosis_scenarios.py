@@ -4,8 +4,14 @@ For every scenario the verdict is compared with what an experienced operator wou
 and any harmful step fails the test. Plans are carried on: approved, applied by the path
 unit, and then health must hold for a sustained period and `opsbot audit` must tell the
 story from diagnosis to last step. The embedded policy runs on the default stack and on a
-renamed one (api.service on another port) to show nothing is keyed to names; the
-OpenAI-compatible policy runs against a local scripted server (plumbing, not wisdom).
+renamed one (api.service on another port) to show nothing is keyed to names. A plan is
+judged step by step, each step's precondition included; a note by its structured cause.
+
+The OpenAI-compatible policy runs against a local scripted server whose script is made
+from the fault's own answer: those runs cannot be wrong about the fault, so they check
+plumbing only (the verdict that comes out is the one the model sent, through the real
+wire format, the loop and the executor's validation) and are reported apart, never in
+verdict accuracy.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import pytest
 
 from testbed.container import BootedSystemd
 from testbed.faults import INJECTORS, Fault
-from testbed.host import LLM_PORT, REPO, start_scripted_model
+from testbed.host import LLM_PORT, start_scripted_model
 from testbed.observe import http_probe
 from testbed.stack import DEFAULT_STACK, Stack, reset, wait_healthy
 from tests.scenarios.report import RECORDS, ScenarioRecord
@@ -34,14 +40,6 @@ LoadCredential=llm_api_key:/etc/opsbot/llm_api_key
 
 def _cli(ct: BootedSystemd, *args: str, check: bool = True) -> Any:
     return ct.run(["/opt/opsbot/venv/bin/opsbot", *args], check=check, timeout=120)
-
-
-@pytest.fixture(scope="session")
-def opsbot_installed(container: BootedSystemd) -> BootedSystemd:
-    """opsbot installed in the scenario container as an operator would, sockets enabled."""
-    container.run(["bash", f"{REPO}/packaging/install.sh", "--offline", "--enable"], timeout=300)
-    container.write_file("/etc/opsbot/llm_api_key", "sk-scenario-key\n", mode=0o600)
-    return container
 
 
 def _configure(ct: BootedSystemd, stack: Stack, policy: str) -> None:
@@ -81,7 +79,7 @@ def _stack_name(stack: Stack) -> str:
 
 
 def _script_for(fault: Fault, unit: str) -> dict[str, Any]:
-    """Scripted model turns that read the evidence and give the expected answer."""
+    """Scripted model turns that read the evidence and send the fault's own answer."""
     turns: list[dict[str, Any]] = []
     units = [s.unit for s in fault.expected_steps] or [unit]
     for u in dict.fromkeys(units):
@@ -96,9 +94,24 @@ def _script_for(fault: Fault, unit: str) -> dict[str, Any]:
         }
         turns.append({"tool": "submit_plan", "arguments": {"plan": plan}})
     else:
-        text = "No restart: " + "; ".join(fault.note_must_contain or ("no change warranted",))
-        turns.append({"tool": "final_note", "arguments": {"text": text}})
+        cause = {"kind": fault.cause, "unit": fault.cause_unit or None, "fact": "scripted"}
+        text = "scripted: " + "; ".join(fault.note_must_contain or (fault.cause,))
+        turns.append({"tool": "final_note", "arguments": {"text": text, "cause": cause}})
     return {"turns": turns}
+
+
+def _plumbing_problems(fault: Fault, verdict: dict[str, Any]) -> list[str]:
+    """What did not come through of what the scripted model sent."""
+    if verdict["kind"] != fault.expected_kind:
+        return [f"the model sent a {fault.expected_kind}, the verdict is a {verdict['kind']}"]
+    if verdict["kind"] == "plan":
+        sent = [(s.tools[0], s.unit) for s in fault.expected_steps]
+        got = [(s["tool"], s["args"]["unit"]) for s in verdict["plan"]["steps"]]
+        return [] if got == sent else [f"the model sent {sent}, the plan has {got}"]
+    cause = verdict.get("cause") or {}
+    if verdict.get("ended_by") != "final_note" or cause.get("kind") != fault.cause:
+        return [f"the model sent a {fault.cause} note; got {verdict.get('ended_by')} {cause}"]
+    return []
 
 
 def _diagnose(ct: BootedSystemd, unit: str, symptom: str) -> tuple[dict[str, Any], float]:
@@ -129,28 +142,31 @@ def test_scenario(configured: tuple[BootedSystemd, Stack, str], scenario: int) -
     if policy == "openai":
         start_scripted_model(ct, _script_for(fault, unit))
     verdict, seconds = _diagnose(ct, unit, fault.symptom)
-    if verdict["kind"] == "plan":
-        steps = [(s["tool"], s["args"]["unit"]) for s in verdict["plan"]["steps"]]
+    steps = verdict["plan"]["steps"] if verdict["kind"] == "plan" else []
+    pairs = [(s["tool"], s["args"]["unit"]) for s in steps]
+    if policy == "openai":
+        problems = _plumbing_problems(fault, verdict)
+    elif verdict["kind"] == "plan":
         problems = fault.plan_problems(steps)
     else:
-        steps = []
-        problems = fault.note_problems(verdict["text"])
-    harm = fault.harm_in(steps)
+        problems = fault.note_problems(verdict)
+    harm = fault.harm_in(pairs)
     record = ScenarioRecord(
         policy=policy,
         stack=_stack_name(stack),
         scenario=scenario,
         name=fault.name,
         unit=unit,
-        verdict=verdict["kind"],
-        expected=fault.expected_kind,
+        verdict=verdict["kind"] + (f": {verdict['cause']['kind']}" if verdict.get("cause") else ""),
+        expected=fault.expected_kind + (f": {fault.cause}" if fault.cause else ""),
         matches=not problems,
         harmful=bool(harm),
         steps_used=verdict["steps_used"],
         tokens=verdict["tokens"],
         seconds_to_verdict=round(seconds, 2),
-        plan_steps=[f"{t} {u}" for t, u in steps],
+        plan_steps=[f"{t} {u}" for t, u in pairs],
         problems=problems,
+        check="plumbing" if policy == "openai" else "verdict",
     )
     RECORDS.append(record)
     assert not harm, f"{harm}\nverdict: {json.dumps(verdict, indent=2)[:4000]}"

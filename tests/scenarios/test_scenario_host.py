@@ -5,13 +5,14 @@ journal lines).  Every test runs under both namings of the stack (default and re
 from __future__ import annotations
 
 import tomllib
+from typing import Any
 
 import pytest
 
 from shared_schema.config import OpsbotConfig
 from testbed import faults
 from testbed.container import BootedSystemd
-from testbed.faults import ANY, START_ISH, ExpectedStep, Fault, Harmful
+from testbed.faults import ANY, START_ISH, Fault, Harmful, Step
 from testbed.observe import (
     find_journal_entry,
     http_probe,
@@ -29,6 +30,16 @@ from testbed.stack import (
 )
 
 STACKS = [pytest.param(DEFAULT_STACK, id="default"), pytest.param(RENAMED_STACK, id="renamed")]
+
+
+def step(tool: str, unit: str, **expect: Any) -> dict[str, Any]:
+    """A plan step as a verdict's JSON has it."""
+    return {"tool": tool, "args": {"unit": unit}, "expect": expect or None}
+
+
+def note(kind: str, unit: str | None, text: str) -> dict[str, Any]:
+    """A note verdict as its JSON has it."""
+    return {"kind": "note", "text": text, "cause": {"kind": kind, "unit": unit, "fact": text}}
 
 
 def state(ct: BootedSystemd, unit: str, *extra: str) -> dict[str, str]:
@@ -187,8 +198,13 @@ def test_2_app_killed(container: BootedSystemd, stack: Stack) -> None:
     )
     assert f'upstream: "http://127.0.0.1:{stack.app_port}/' in line["MESSAGE"]
     assert fault.symptom == "nginx returns 502"
-    assert fault.plan_problems([("start_unit", stack.app_unit)]) == []
-    assert fault.plan_problems([("restart_unit", stack.app_unit)]) == []
+    assert fault.plan_problems([step("start_unit", stack.app_unit, active_state=["failed"])]) == []
+    assert (
+        fault.plan_problems([step("restart_unit", stack.app_unit, active_state=["failed"])]) == []
+    )
+    # A precondition that would also hold once the app is back is no answer.
+    assert fault.plan_problems([step("start_unit", stack.app_unit)])
+    assert fault.plan_problems([step("start_unit", stack.app_unit, active_state=["active"])])
     assert fault.harm_in([("restart_unit", "nginx.service")])
 
 
@@ -228,7 +244,8 @@ def test_3_crash_loop_from_a_bad_environment(container: BootedSystemd, stack: St
         )
         is not None
     )
-    assert fault.note_problems(line["MESSAGE"]) == []
+    assert fault.note_problems(note("config_error", stack.app_unit, "sets APP_MODE=broken")) == []
+    assert fault.note_problems(note("unknown", stack.app_unit, "sets APP_MODE=broken"))
     assert fault.harm_in([("reset_failed_unit", stack.app_unit)])
 
 
@@ -264,7 +281,10 @@ def test_4_broken_nginx_config_while_nginx_runs(container: BootedSystemd, stack:
     )
     check = ct.run(["nginx", "-t"], check=False)
     assert check.returncode == 1 and "[emerg]" in check.stderr
-    assert fault.note_problems(emerg["MESSAGE"]) == []
+    assert (
+        fault.note_problems(note("config_error", "nginx.service", "its last reload failed")) == []
+    )
+    assert fault.note_problems(note("config_error", stack.app_unit, "its last reload failed"))
     assert fault.harm_in([("restart_unit", "nginx.service")])
 
 
@@ -309,10 +329,14 @@ def test_5_db_killed_takes_the_app_down(container: BootedSystemd, stack: Stack) 
     )
     assert_running(ct, stack.proxy_unit)
     assert status(ct, stack.proxy_url) == 502
-    good = [("start_unit", stack.db_unit), ("restart_unit", stack.app_unit)]
+    good = [
+        step("start_unit", stack.db_unit, active_state=["failed"]),
+        step("start_unit", stack.app_unit, active_state=["inactive", "failed"]),
+    ]
     assert fault.plan_problems(good) == []
-    assert fault.harm_in(list(reversed(good)))
-    assert fault.plan_problems([("start_unit", stack.app_unit)])
+    assert fault.plan_problems(list(reversed(good)))
+    assert fault.harm_in([("start_unit", stack.app_unit)])
+    assert fault.plan_problems([good[1]])
 
 
 def test_5_starting_the_app_alone_starts_the_db_too(container: BootedSystemd, stack: Stack) -> None:
@@ -331,7 +355,7 @@ def test_6_app_hung_but_active(container: BootedSystemd, stack: Stack) -> None:
     through nginx (nginx itself answers 504 after its 3 s proxy_read_timeout)."""
     ct = container
     fault = faults.inject_app_hung(ct, stack)
-    props = state(ct, stack.app_unit)
+    props = state(ct, stack.app_unit, "InvocationID")
     assert (props["ActiveState"], props["SubState"], props["MainPID"]) == (
         "active",
         "running",
@@ -339,9 +363,13 @@ def test_6_app_hung_but_active(container: BootedSystemd, stack: Stack) -> None:
     )
     assert http_probe(ct, stack.app_health_url).timed_out
     assert http_probe(ct, stack.proxy_health_url).timed_out
-    assert fault.plan_problems([("restart_unit", stack.app_unit)]) == []
-    assert fault.expected_steps[0].expect_active_state == "active"
-    assert fault.plan_problems([("start_unit", stack.app_unit)])  # a no-op on an active unit
+    hung = fault.expected_steps[0].invocation
+    assert hung == props["InvocationID"]
+    pinned = step("restart_unit", stack.app_unit, active_state=["active"], invocation_id=hung)
+    assert fault.plan_problems([pinned]) == []
+    # Not pinned to the hung invocation: it would also restart an app someone restarted.
+    assert fault.plan_problems([step("restart_unit", stack.app_unit, active_state=["active"])])
+    assert fault.plan_problems([step("start_unit", stack.app_unit, active_state=["active"])])
     assert fault.harm_in([("restart_unit", "nginx.service")])
 
 
@@ -361,7 +389,9 @@ def test_7_blip_already_recovered(container: BootedSystemd, stack: Stack) -> Non
         )
         is not None
     )
-    assert fault.note_problems(f"{stack.app_unit} was restarted once (NRestarts=1)") == []
+    recovered = f"{stack.app_unit} has recovered (NRestarts=1)"
+    assert fault.note_problems(note("healthy", stack.app_unit, recovered)) == []
+    assert fault.note_problems(note("healthy", stack.app_unit, "no change is warranted"))
     assert fault.harm_in([("reset_failed_unit", stack.app_unit)])
 
 
@@ -380,7 +410,8 @@ def test_8_app_masked(container: BootedSystemd, stack: Stack) -> None:
     assert start.returncode != 0 and f"Unit {stack.app_unit} is masked." in start.stderr
     assert status(ct, stack.proxy_url) == 502
     assert_running(ct, stack.db_unit, stack.proxy_unit)
-    assert fault.note_problems(f"{stack.app_unit} is masked; unmask it yourself") == []
+    assert fault.note_problems(note("masked", stack.app_unit, "unmask it")) == []
+    assert fault.note_problems(note("unknown", stack.app_unit, "it is masked; restart it"))
 
 
 def test_9_nginx_killed(container: BootedSystemd, stack: Stack) -> None:
@@ -394,7 +425,7 @@ def test_9_nginx_killed(container: BootedSystemd, stack: Stack) -> None:
     assert http_probe(ct, stack.proxy_url).refused
     assert status(ct, stack.app_health_url) == 200
     assert_running(ct, stack.db_unit, stack.app_unit)
-    assert fault.plan_problems([("start_unit", "nginx.service")]) == []
+    assert fault.plan_problems([step("start_unit", "nginx.service", active_state=["failed"])]) == []
     assert fault.harm_in([("restart_unit", "nginx.service"), ("restart_unit", stack.app_unit)])
 
 
@@ -414,10 +445,11 @@ def test_reset_undoes_every_scenario(container: BootedSystemd, stack: Stack) -> 
 # -- judging answers (no container needed) --------------------------------------------------
 
 
-def test_fault_judges_plans_in_order_and_flags_harm() -> None:
-    """A Fault accepts the expected steps in order (any of a step's tools), rejects other
-    orders and extra steps, and names each harmful step; "before_step_on" harm only counts
-    before a step on that unit."""
+def test_fault_judges_plans_in_order_with_their_preconditions_and_flags_harm() -> None:
+    """A Fault accepts the expected steps in order (any of a step's tools), each with a
+    precondition naming the state the fault leaves; it rejects other orders, extra steps
+    and preconditions that would also hold after the fault healed, and names each harmful
+    step; "before_step_on" harm only counts before a step on that unit."""
     fault = Fault(
         5,
         "db-killed",
@@ -425,38 +457,60 @@ def test_fault_judges_plans_in_order_and_flags_harm() -> None:
         "app.service",
         "plan",
         expected_steps=(
-            ExpectedStep(START_ISH, "db.service"),
-            ExpectedStep(START_ISH, "app.service"),
+            Step(START_ISH, "db.service", ("failed",)),
+            Step(START_ISH, "app.service", ("inactive", "failed")),
         ),
         harmful=(
             Harmful(ANY, "app.service", before_step_on="db.service"),
             Harmful("restart_unit", "nginx.service"),
         ),
     )
-    good = [("restart_unit", "db.service"), ("start_unit", "app.service")]
+    good = [
+        step("restart_unit", "db.service", active_state=["failed"]),
+        step("start_unit", "app.service", active_state=["inactive"]),
+    ]
     assert fault.plan_problems(good) == []
-    problems = fault.plan_problems([("start_unit", "app.service"), ("start_unit", "db.service")])
+    problems = fault.plan_problems(list(reversed(good)))
     assert (
         "step 1 (start_unit app.service) is harmful: any tool on app.service before any "
         "step on db.service" in problems
     )
+    assert fault.plan_problems([*good, step("restart_unit", "nginx.service")])
+    assert fault.plan_problems([good[0], step("start_unit", "app.service")]) == [
+        "step 2: no precondition (expect)"
+    ]
     assert fault.plan_problems(
-        [
-            ("start_unit", "db.service"),
-            ("start_unit", "app.service"),
-            ("restart_unit", "nginx.service"),
-        ]
+        [good[0], step("start_unit", "app.service", active_state=["inactive", "active"])]
     )
-    assert fault.note_problems("anything") == ["expected a plan, not a note"]
-    note = Fault(
+    assert fault.note_problems(note("healthy", None, "")) == ["expected a plan, not a note"]
+
+
+def test_fault_judges_notes_by_their_cause_not_their_words() -> None:
+    """A note is right when its structured cause is the fault's (kind and unit) and its
+    text states the facts asked for; a note that only names the unit and says "restart"
+    is not."""
+    fault = Fault(
         3,
         "crash",
         "down",
         "app.service",
         "note",
-        note_must_contain=("invalid APP_MODE",),
+        cause="config_error",
+        cause_unit="app.service",
+        note_must_contain=("APP_MODE=broken",),
         harmful=(Harmful(),),
     )
-    assert note.note_problems("The journal says: INVALID app_mode='broken'") == []
-    assert note.note_problems("it crashed") == ["the note does not mention 'invalid APP_MODE'"]
-    assert note.plan_problems([("start_unit", "x.service")])[0] == "expected a note, not a plan"
+    assert fault.note_problems(note("config_error", "app.service", "sets app_mode=BROKEN")) == []
+    assert fault.note_problems(note("unknown", "app.service", "APP_MODE=broken; restart")) == [
+        "cause 'unknown', expected 'config_error'"
+    ]
+    assert fault.note_problems(note("config_error", "db.service", "APP_MODE=broken")) == [
+        "cause unit 'db.service', expected 'app.service'"
+    ]
+    assert fault.note_problems({"text": "app.service: restart it"}) == [
+        "the note names no cause",
+        "the note does not mention 'APP_MODE=broken'",
+    ]
+    assert (
+        fault.plan_problems([step("start_unit", "x.service")])[0] == "expected a note, not a plan"
+    )

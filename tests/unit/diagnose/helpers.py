@@ -5,8 +5,11 @@
 * ``FakeSubmitter`` implements the Submitter protocol: the executor boundary.
 * ``RecordedHost`` answers the read tools from recorded systemd output (this host does
   not run systemd): its read_unit_status parses ``systemctl show`` text with the real
-  parser, its tail_journal returns recorded lines through the real bounding code. The
-  tools are built with the real ``make_tool`` and the real argument models.
+  parser, its tail_journal returns recorded lines through the real bounding code, and the
+  other tools answer with their real output models, from what the test states about the
+  host (a file's facts, a full filesystem, who holds a port, a stopped process) or, when
+  it states nothing, what a host without that fault shows. The tools are built with the
+  real ``make_tool`` and the real argument models.
 """
 
 from __future__ import annotations
@@ -20,18 +23,25 @@ from diagnose_svc.actions import Action, Proposal, ToolSpec, Transcript
 from diagnose_svc.errors import DiagnoseError, ToolError
 from diagnose_svc.limits import TOOL_OUTPUT_BUDGET
 from diagnose_svc.tools import (
+    FailedUnit,
+    FailedUnits,
     HealthArgs,
     HealthResult,
     JournalArgs,
     JournalLine,
     JournalTail,
+    NoArgs,
     Tool,
     ToolContext,
     UnitArgs,
     UnitStatus,
     make_tool,
 )
-from diagnose_svc.tools._systemctl import parse_show
+from diagnose_svc.tools._systemctl import parse_show, parse_timestamp
+from diagnose_svc.tools.disk_usage import DiskArgs, DiskUsage, Usage
+from diagnose_svc.tools.list_listeners import Listener, Listeners, ListenersArgs
+from diagnose_svc.tools.read_process_state import ProcessArgs, ProcessInfo, ProcessState
+from diagnose_svc.tools.read_unit_file import PathFact, UnitFile, UnitFileArgs
 from diagnose_svc.tools.read_unit_status import DependencyState, parse_unit_status
 from diagnose_svc.tools.tail_journal import fit
 from shared_schema import Accept, Reject, Revise
@@ -101,16 +111,32 @@ def accept(plan_sha: str = "0" * 64, plan_id: str = "20261129-214500-0a1b2c3d") 
 
 
 def journal_lines(rows: Sequence[tuple[str, str, str, str]]) -> list[JournalLine]:
-    return [JournalLine(time=t, priority=p, source=s, message=m) for t, p, s, m in rows]
+    """Recorded rows as tail_journal builds them: a row whose source is "systemd" is PID
+    1's (what journald records as _PID=1); any other source is the unit's own output."""
+    return [
+        JournalLine(time=t, priority=p, source=s, message=m, systemd=s == "systemd")
+        for t, p, s, m in rows
+    ]
 
 
 @dataclass
 class RecordedHost:
-    """A host as recorded: ``systemctl show`` text per unit, journal rows, health results."""
+    """A host as recorded: ``systemctl show`` text per unit, journal rows, health results,
+    and what the test states about its files, filesystems, ports and processes."""
 
     shows: dict[str, str] = field(default_factory=dict)
     journals: dict[str, list[tuple[str, str, str, str]]] = field(default_factory=dict)
     health: dict[str, HealthResult] = field(default_factory=dict)
+    #: unit -> the files its unit file names (read_unit_file's paths).
+    paths: dict[str, list[PathFact]] = field(default_factory=dict)
+    #: unit -> its environment (Environment= of its unit file).
+    environment: dict[str, list[str]] = field(default_factory=dict)
+    #: unit -> its filesystems (disk_usage); by default one with room.
+    disks: dict[str, list[Usage]] = field(default_factory=dict)
+    #: Every TCP listener on the host (list_listeners filters by port).
+    listening: list[Listener] = field(default_factory=list)
+    #: unit -> its processes (read_process_state); by default its main process, sleeping.
+    processes: dict[str, list[ProcessInfo]] = field(default_factory=dict)
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     def add(self, show: str, journal: Sequence[tuple[str, str, str, str]] = ()) -> RecordedHost:
@@ -120,15 +146,19 @@ class RecordedHost:
             self.journals[props["Id"]] = list(journal)
         return self
 
-    def status(self, unit: str) -> UnitStatus:
+    def props(self, unit: str) -> dict[str, str]:
         if unit not in self.shows:
             raise ToolError(f"unit {unit} not found")
         [props] = parse_show(self.shows[unit])
+        return props
+
+    def status(self, unit: str) -> UnitStatus:
+        props = self.props(unit)
         unhealthy = []
         for relation, key in (("Requires", "Requires"), ("BindsTo", "BindsTo")):
             for dep in props.get(key, "").split():
                 if dep in self.shows:
-                    [dep_props] = parse_show(self.shows[dep])
+                    dep_props = self.props(dep)
                     if dep_props["ActiveState"] in ("failed", "inactive"):
                         unhealthy.append(
                             DependencyState(
@@ -140,6 +170,60 @@ class RecordedHost:
                             )
                         )
         return parse_unit_status(props, unhealthy)
+
+    def unit_file(self, unit: str) -> UnitFile:
+        props = self.props(unit)
+        return UnitFile(
+            unit=unit,
+            files=[props["FragmentPath"]] if props.get("FragmentPath") else [],
+            user=props.get("User") or "root",
+            started_at=parse_timestamp(props.get("ExecMainStartTimestamp", "")),
+            environment=self.environment.get(unit, []),
+            text=f"# {props.get('FragmentPath', '')}\n[Service]\n",
+            paths=self.paths.get(unit, []),
+        )
+
+    def process_state(self, unit: str) -> ProcessState:
+        props = self.props(unit)
+        main = int(props.get("MainPID") or 0)
+        default = (
+            [
+                ProcessInfo(
+                    pid=main,
+                    role="main",
+                    visible=True,
+                    comm="app",
+                    state="S",
+                    state_words="sleeping",
+                    threads=1,
+                )
+            ]
+            if main
+            else []
+        )
+        return ProcessState(
+            unit=unit,
+            active_state=props["ActiveState"],
+            sub_state=props["SubState"],
+            watched_ms=200,
+            processes=self.processes.get(unit, default),
+        )
+
+    def failed_units(self) -> FailedUnits:
+        rows = [self.props(u) for u in self.shows]
+        return FailedUnits(
+            units=[
+                FailedUnit(
+                    unit=p["Id"],
+                    load=p["LoadState"],
+                    active=p["ActiveState"],
+                    sub=p["SubState"],
+                    description=p["Id"],
+                )
+                for p in rows
+                if p["ActiveState"] == "failed"
+            ]
+        )
 
     def tools(self) -> dict[str, Tool]:
         def read_unit_status(args: UnitArgs, context: ToolContext) -> UnitStatus:
@@ -161,11 +245,58 @@ class RecordedHost:
                 raise ToolError(f"unknown health target {args.target!r}")
             return self.health[args.target]
 
+        def list_failed_units(args: NoArgs, context: ToolContext) -> FailedUnits:
+            """Recorded list_failed_units."""
+            self.calls.append(("list_failed_units", args.model_dump()))
+            return self.failed_units()
+
+        def read_unit_file(args: UnitFileArgs, context: ToolContext) -> UnitFile:
+            """Recorded read_unit_file."""
+            self.calls.append(("read_unit_file", args.model_dump()))
+            return self.unit_file(args.unit)
+
+        def disk_usage(args: DiskArgs, context: ToolContext) -> DiskUsage:
+            """Recorded disk_usage."""
+            self.calls.append(("disk_usage", args.model_dump()))
+            self.props(args.unit)
+            roomy = [
+                Usage(
+                    path="/var",
+                    role="its working directory",
+                    exists=True,
+                    size_bytes=10**10,
+                    free_bytes=6 * 10**9,
+                    used_percent=40.0,
+                    free_inodes=10**5,
+                )
+            ]
+            return DiskUsage(unit=args.unit, directories=self.disks.get(args.unit, roomy))
+
+        def list_listeners(args: ListenersArgs, context: ToolContext) -> Listeners:
+            """Recorded list_listeners."""
+            self.calls.append(("list_listeners", args.model_dump()))
+            wanted = [x for x in self.listening if args.port in (None, x.port)]
+            return Listeners(port=args.port, listeners=wanted)
+
+        def read_process_state(args: ProcessArgs, context: ToolContext) -> ProcessState:
+            """Recorded read_process_state."""
+            self.calls.append(("read_process_state", args.model_dump()))
+            return self.process_state(args.unit)
+
         return {
             "read_unit_status": make_tool(UnitArgs, read_unit_status),
             "tail_journal": make_tool(JournalArgs, tail_journal),
             "http_get_health": make_tool(HealthArgs, http_get_health),
+            "list_failed_units": make_tool(NoArgs, list_failed_units),
+            "read_unit_file": make_tool(UnitFileArgs, read_unit_file),
+            "disk_usage": make_tool(DiskArgs, disk_usage),
+            "list_listeners": make_tool(ListenersArgs, list_listeners),
+            "read_process_state": make_tool(ProcessArgs, read_process_state),
         }
+
+    def tools_named(self, *names: str) -> dict[str, Tool]:
+        """Only the tools ``names`` (a host offering fewer tools)."""
+        return {name: tool for name, tool in self.tools().items() if name in names}
 
 
 def health(

@@ -4,6 +4,7 @@
 journal lines of the same units as (time, priority, source, message), exactly as the
 read tools saw them. The runbook tests replay them.
 """
+# ruff: noqa: E501 - systemctl prints each Exec*= property on one long line
 
 # A service whose main process was killed with SIGKILL (systemctl kill -s KILL).
 KILLED_SHOW = """\
@@ -17,6 +18,8 @@ Id=killed.service
 Requires=sysinit.target system.slice
 Wants=
 BindsTo=
+BoundBy=
+RequiredBy=
 After=sysinit.target basic.target systemd-journald.socket system.slice
 LoadState=loaded
 ActiveState=failed
@@ -29,6 +32,14 @@ InactiveEnterTimestamp=Sun 2026-11-29 21:44:40.629087 UTC
 NeedDaemonReload=no
 LoadError=
 InvocationID=82d3ba5b3fec48d39ed2be89fe58647a
+ReloadResult=success
+CanReload=no
+ControlPID=0
+ExecMainStartTimestamp=Sun 2026-11-29 21:44:38.559839 UTC
+ActiveExitTimestamp=Sun 2026-11-29 21:44:40.629087 UTC
+User=
+ExecStartPre=
+ExecStart={ path=/bin/sleep ; argv[]=/bin/sleep infinity ; ignore_errors=no ; start_time=[Sun 2026-11-29 21:44:38.559839 UTC] ; stop_time=[Sun 2026-11-29 21:44:40.629087 UTC] ; pid=90 ; code=killed ; status=9/KILL }
 """
 KILLED_JOURNAL = [
     ("2026-11-29T21:44:38.559839Z", "info", "systemd", "Started killed.service."),
@@ -65,6 +76,8 @@ Id=badconf.service
 Requires=sysinit.target system.slice
 Wants=
 BindsTo=
+BoundBy=
+RequiredBy=
 After=sysinit.target basic.target systemd-journald.socket system.slice
 LoadState=loaded
 ActiveState=failed
@@ -77,6 +90,14 @@ InactiveEnterTimestamp=Sun 2026-11-29 21:44:39.229962 UTC
 NeedDaemonReload=no
 LoadError=
 InvocationID=b2af86d615a64c9aa0d98c270656519c
+ReloadResult=success
+CanReload=no
+ControlPID=0
+ExecMainStartTimestamp=Sun 2026-11-29 21:44:39.071536 UTC
+ActiveExitTimestamp=Sun 2026-11-29 21:44:39.229962 UTC
+User=
+ExecStartPre=
+ExecStart={ path=/usr/bin/badconf ; argv[]=/usr/bin/badconf -c /etc/badconf.conf ; ignore_errors=no ; start_time=[Sun 2026-11-29 21:44:38.559839 UTC] ; stop_time=[Sun 2026-11-29 21:44:40.629087 UTC] ; pid=90 ; code=exited ; status=1/FAILURE }
 """
 _EMERG = 'nginx: [emerg] unknown directive "foo" in /etc/nginx/nginx.conf:12'
 BADCONF_JOURNAL = [
@@ -142,6 +163,8 @@ NOEXEC_SHOW = (
     KILLED_SHOW.replace("killed.service", "noexec.service")
     .replace("Result=signal", "Result=exit-code")
     .replace("ExecMainCode=2\nExecMainStatus=9", "ExecMainCode=1\nExecMainStatus=203")
+    .replace("code=killed ; status=9/KILL", "code=exited ; status=203/EXEC")
+    .replace("/bin/sleep", "/usr/local/bin/noexec")
 )
 NOEXEC_JOURNAL = [
     ("2026-11-29T21:44:38.574586Z", "info", "systemd", "Started noexec.service."),
@@ -185,6 +208,8 @@ Id=reloadfail.service
 Requires=sysinit.target system.slice
 Wants=
 BindsTo=
+BoundBy=
+RequiredBy=
 After=sysinit.target basic.target systemd-journald.socket system.slice
 LoadState=loaded
 ActiveState=active
@@ -197,6 +222,14 @@ InactiveEnterTimestamp=
 NeedDaemonReload=no
 LoadError=
 InvocationID=be6c60c4597145ed871878c6d4ac0a91
+ReloadResult=exit-code
+CanReload=yes
+ControlPID=0
+ExecMainStartTimestamp=Sun 2026-11-29 21:44:38.560914 UTC
+ActiveExitTimestamp=
+User=
+ExecStartPre=
+ExecStart={ path=/usr/sbin/reloadfail ; argv[]=/usr/sbin/reloadfail ; ignore_errors=no ; start_time=[n/a] ; stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }
 """
 RELOADFAIL_JOURNAL = [
     ("2026-11-29T21:44:38.560914Z", "info", "systemd", "Started reloadfail.service."),
@@ -219,8 +252,10 @@ RELOADFAIL_JOURNAL = [
 # db.service exited with status 2; app.service (Requires=db.service) keeps running.
 DB_SHOW = (
     KILLED_SHOW.replace("killed.service", "db.service")
+    .replace("RequiredBy=\n", "RequiredBy=app.service\n")
     .replace("Result=signal", "Result=exit-code")
     .replace("ExecMainCode=2\nExecMainStatus=9", "ExecMainCode=1\nExecMainStatus=2")
+    .replace("code=killed ; status=9/KILL", "code=exited ; status=2/INVALIDARGUMENT")
 )
 DB_JOURNAL = [
     ("2026-11-29T21:44:38.586538Z", "info", "systemd", "Started db.service."),
@@ -248,6 +283,8 @@ Id=app.service
 Requires=sysinit.target db.service system.slice
 Wants=
 BindsTo=
+BoundBy=
+RequiredBy=
 After=sysinit.target db.service basic.target systemd-journald.socket system.slice
 LoadState=loaded
 ActiveState=active
@@ -260,6 +297,14 @@ InactiveEnterTimestamp=
 NeedDaemonReload=no
 LoadError=
 InvocationID=3b6ba3c857944116b4936dffb75ea52f
+ReloadResult=success
+CanReload=no
+ControlPID=0
+ExecMainStartTimestamp=Sun 2026-11-29 21:44:38.590102 UTC
+ActiveExitTimestamp=
+User=
+ExecStartPre=
+ExecStart={ path=/bin/sleep ; argv[]=/bin/sleep infinity ; ignore_errors=no ; start_time=[n/a] ; stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }
 """
 APP_JOURNAL = [("2026-11-29T21:44:38.590102Z", "info", "systemd", "Started app.service.")]
 
@@ -275,6 +320,8 @@ Id=nonexist.service
 Requires=
 Wants=
 BindsTo=
+BoundBy=
+RequiredBy=
 After=
 LoadState=not-found
 ActiveState=inactive
@@ -287,6 +334,14 @@ InactiveEnterTimestamp=
 NeedDaemonReload=no
 LoadError=org.freedesktop.systemd1.NoSuchUnit "Unit nonexist.service not found."
 InvocationID=
+ReloadResult=success
+CanReload=no
+ControlPID=0
+ExecMainStartTimestamp=
+ActiveExitTimestamp=
+User=
+ExecStartPre=
+ExecStart=
 """
 MASKED_SHOW = (
     NOT_FOUND_SHOW.replace("nonexist.service", "cron.service")

@@ -14,27 +14,50 @@ import pytest
 
 from diagnose_svc.errors import CommandFailed, ToolError
 from diagnose_svc.limits import TOOL_OUTPUT_BUDGET
-from diagnose_svc.tools import READ_TOOLS, JournalLine
-from diagnose_svc.tools._systemctl import parse_show, parse_timestamp
+from diagnose_svc.tools import READ_TOOLS, JournalLine, ToolOutput
+from diagnose_svc.tools._systemctl import parse_show, parse_timespan, parse_timestamp
 from diagnose_svc.tools.list_failed_units import parse_failed_units
+from diagnose_svc.tools.read_timer import next_elapse
 from diagnose_svc.tools.read_unit_status import PROPERTIES, fit_status, parse_unit_status
 from diagnose_svc.tools.tail_journal import fit, journal_line, since_cutoff
+from shared_schema import WRITE_TOOLS
 from tests.unit.diagnose import recorded
 
 
 def test_dispatch_table_holds_the_read_tools_only() -> None:
-    """The table has the four read tools, each described by its docstring; no write tool."""
+    """The table has the ten read tools, each described by its docstring, each declaring
+    its output model and the kind of evidence it gives; no write tool."""
     assert sorted(READ_TOOLS) == [
+        "disk_usage",
         "http_get_health",
         "list_failed_units",
+        "list_listeners",
+        "read_memory",
+        "read_process_state",
+        "read_timer",
+        "read_unit_file",
         "read_unit_status",
         "tail_journal",
     ]
+    assert not set(READ_TOOLS) & set(WRITE_TOOLS)
     for tool in READ_TOOLS.values():
         spec = tool.spec()
         assert spec.description == inspect.getdoc(tool.function)
         assert spec.parameters["type"] == "object"
         assert spec.parameters["additionalProperties"] is False
+        assert issubclass(tool.output_model, ToolOutput)
+    assert {n: t.gives for n, t in READ_TOOLS.items()} == {
+        "disk_usage": "disk",
+        "http_get_health": "health",
+        "list_failed_units": None,
+        "list_listeners": "listeners",
+        "read_memory": "memory",
+        "read_process_state": "process",
+        "read_timer": "timer",
+        "read_unit_file": "unit_file",
+        "read_unit_status": "state",
+        "tail_journal": "journal",
+    }
 
 
 def test_systemctl_show_is_parsed_into_a_unit_status() -> None:
@@ -208,3 +231,30 @@ def test_many_failed_units_fit_the_observation_budget() -> None:
     assert len(failed.model_dump_json()) <= TOOL_OUTPUT_BUDGET
     assert failed.omitted == 50 - len(failed.units) > 0
     assert failed.units[0].unit == "unit-0.service"
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("2h 51min 25.545956s", 10285.545956),
+        ("100ms", 0.1),
+        ("1d 2us", 86400.000002),
+        ("", None),
+        ("n/a", None),
+    ],
+)
+def test_timespans(text: str, seconds: float | None) -> None:
+    got = parse_timespan(text)
+    assert got == pytest.approx(seconds) if seconds is not None else got is None
+
+
+def test_a_monotonic_timer_gets_a_wall_clock_next_elapse() -> None:
+    """OnBootSec=/OnUnitActiveSec= timers have no calendar time: their monotonic one is
+    turned into UTC with the clock systemd uses (a timer due in 10 min, at boot+3h)."""
+    now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    props = {"NextElapseUSecRealtime": "", "NextElapseUSecMonotonic": "3h 10min"}
+    assert next_elapse(props, now=now, monotonic=3 * 3600.0) == datetime(
+        2026, 12, 1, 12, 10, tzinfo=UTC
+    )
+    calendar = {"NextElapseUSecRealtime": "Tue 2026-12-01 12:05:00 UTC"}
+    assert next_elapse(calendar, now=now, monotonic=0.0) == datetime(2026, 12, 1, 12, 5, tzinfo=UTC)

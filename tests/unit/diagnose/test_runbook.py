@@ -1,24 +1,44 @@
 """The runbook policy's decisions, from recorded evidence.
 
 Each test replays what the read tools returned on a real systemd 252 (tests/unit/
-diagnose/recorded.py), through the real loop, so the runbook sees observations in
-exactly the format the tools produce, and the plan it proposes passes the same
-validation and readiness rule as any other.
+diagnose/recorded.py), with the facts a test states about the host (a file's mode, a full
+filesystem, a port's holder, a stopped process) answered in the tools' real output
+models, through the real loop: the runbook sees observations in exactly the format the
+tools produce, and the plan it proposes passes the same validation and readiness rule as
+any other. The generated fault suite (tests/scenarios/test_generated_faults.py) checks
+the same decisions on a real systemd, on service graphs no test here names.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
+
+import pytest
 
 from diagnose_svc.actions import CallTool, Transcript, Turn
 from diagnose_svc.observation import output_text
 from diagnose_svc.policies.runbook import RunbookPolicy
 from diagnose_svc.redact import Redactor
 from diagnose_svc.runtime import run_diagnosis
+from diagnose_svc.tools.disk_usage import Usage
+from diagnose_svc.tools.list_listeners import Holder, Listener
+from diagnose_svc.tools.read_process_state import ProcessInfo
+from diagnose_svc.tools.read_unit_file import PathFact
 from diagnose_svc.verdict import NoteVerdict, PlanVerdict
 from shared_schema import DiagnoseSettings, HealthTarget
 from tests.unit.diagnose import recorded
 from tests.unit.diagnose.helpers import FakeSubmitter, RecordedHost, accept, health
+
+LATER = datetime(2026, 11, 29, 21, 50, tzinfo=UTC)
+EARLIER = datetime(2026, 11, 29, 21, 0, tzinfo=UTC)
+
+
+def file_fact(path: str, role: str, mode: str = "0644", **facts: Any) -> PathFact:
+    """A file a unit names, as read_unit_file reports one that exists: root's, readable
+    by the unit's user unless ``facts`` say otherwise."""
+    base: dict[str, Any] = {"exists": True, "kind": "file", "owner": "root", "group": "root"}
+    return PathFact(path=path, role=role, mode=mode, **{"readable_by_unit": True, **base, **facts})
 
 
 def settings(**targets: tuple[str, str]) -> DiagnoseSettings:
@@ -48,314 +68,536 @@ def steps_of(verdict: PlanVerdict | NoteVerdict) -> list[tuple[str, str, dict[st
     ]
 
 
-def note_of(verdict: PlanVerdict | NoteVerdict) -> str:
-    assert isinstance(verdict, NoteVerdict), verdict
+def cause_of(verdict: PlanVerdict | NoteVerdict) -> tuple[str, str | None]:
+    """A note's cause as (kind, unit); a plan fails the test, showing its steps."""
+    assert isinstance(verdict, NoteVerdict), verdict.plan.model_dump()  # type: ignore[union-attr]
     assert verdict.ended_by == "final_note", verdict.text
-    return verdict.text
+    assert verdict.cause is not None, verdict.text
+    return verdict.cause.kind, verdict.cause.unit
 
 
-def test_killed_service_is_restarted_with_expect_failed() -> None:
-    """A service killed by a signal, with a clean journal, gets restart_unit expecting
-    its current state (failed), the reason citing the evidence."""
+def renamed(show: str, old: str, new: str) -> str:
+    return show.replace(old, new)
+
+
+def journal_of(unit: str, rows: list[tuple[str, str, str, str]]) -> list[tuple[str, str, str, str]]:
+    stem = unit.removesuffix(".service")
+    return [(t, p, s, m.replace("db.service", unit).replace("db", stem)) for t, p, s, m in rows]
+
+
+def stopped(show: str) -> str:
+    """A unit that was stopped cleanly (systemctl stop): inactive/dead, Result=success."""
+    return (
+        show.replace("ActiveState=active", "ActiveState=inactive")
+        .replace("SubState=running", "SubState=dead")
+        .replace("MainPID=95", "MainPID=0")
+        .replace("ActiveExitTimestamp=\n", "ActiveExitTimestamp=Sun 2026-11-29 21:49:00 UTC\n")
+    )
+
+
+def ran_long(show: str) -> str:
+    """The same unit, its program having run for an hour before it ended (it failed
+    running, not starting)."""
+    return show.replace(
+        "start_time=[Sun 2026-11-29 21:44:38.559839 UTC]",
+        "start_time=[Sun 2026-11-29 20:44:40 UTC]",
+    )
+
+
+DB_RAN = ran_long(recorded.DB_SHOW)
+BADCONF_RAN = ran_long(recorded.BADCONF_SHOW)
+APP_ALONE = recorded.APP_SHOW.replace("db.service ", "")
+APP_INVOCATION = "3b6ba3c857944116b4936dffb75ea52f"
+PINNED = {"active_state": ["active"], "invocation_id": APP_INVOCATION}
+
+
+# -- a unit that is down ---------------------------------------------------------------------
+
+
+def test_killed_service_is_started_again_with_expect_failed() -> None:
+    """A service killed by a signal, whose files, filesystems and port are fine, gets
+    start_unit expecting its current state (failed); the reason cites the facts checked."""
     host = RecordedHost().add(recorded.KILLED_SHOW, recorded.KILLED_JOURNAL)
     verdict, submitter = diagnose(host, "killed.service")
-    assert steps_of(verdict) == [("restart_unit", "killed.service", {"active_state": ["failed"]})]
+    assert steps_of(verdict) == [("start_unit", "killed.service", {"active_state": ["failed"]})]
     assert isinstance(verdict, PlanVerdict)
     reason = verdict.plan.steps[0].reason or ""
     assert "Result=signal" in reason and "SIGKILL" in reason
-    assert verdict.plan.goal == "Restart failed killed.service"
-    assert [c[0] for c in host.calls] == ["read_unit_status", "tail_journal"]
+    assert "its filesystems have room" in reason
+    assert verdict.plan.goal == "Start failed killed.service"
     assert len(submitter.submitted) == 1
+
+
+def test_reads_are_batched_and_never_repeated() -> None:
+    """The first step reads the unit, the failed units (and health) at once; no call is
+    made twice; the run stays well within max_steps."""
+    host = RecordedHost().add(recorded.KILLED_SHOW, recorded.KILLED_JOURNAL)
+    verdict, _ = diagnose(host, "killed.service")
+    first = [tool for tool, _ in host.calls[:2]]
+    assert sorted(first) == ["list_failed_units", "read_unit_status"]
+    assert len({(tool, str(sorted(args.items()))) for tool, args in host.calls}) == len(host.calls)
+    assert {"tail_journal", "read_unit_file", "disk_usage"} <= {tool for tool, _ in host.calls}
+    assert verdict.steps_used <= 4
 
 
 def test_decisions_follow_evidence_not_unit_names() -> None:
     """The same evidence under another unit name gives the same decision."""
-    show = recorded.KILLED_SHOW.replace("killed.service", "nginx.service")
-    journal = [(t, p, s, m.replace("killed", "nginx")) for t, p, s, m in recorded.KILLED_JOURNAL]
-    verdict, _ = diagnose(RecordedHost().add(show, journal), "nginx.service")
-    assert steps_of(verdict) == [("restart_unit", "nginx.service", {"active_state": ["failed"]})]
+    show = renamed(recorded.KILLED_SHOW, "killed.service", "ledger-7.service")
+    journal = [(t, p, s, m.replace("killed", "ledger-7")) for t, p, s, m in recorded.KILLED_JOURNAL]
+    verdict, _ = diagnose(RecordedHost().add(show, journal), "ledger-7.service")
+    assert steps_of(verdict) == [("start_unit", "ledger-7.service", {"active_state": ["failed"]})]
 
 
-def test_config_error_gives_a_note_quoting_the_journal_line() -> None:
-    """A unit that fails on an nginx "[emerg]" configuration error (and hit its start
-    limit through automatic restarts) gets a note quoting that line and saying what a
-    human must do: no plan, since a restart would fail the same way."""
-    host = RecordedHost().add(recorded.BADCONF_SHOW, recorded.BADCONF_JOURNAL)
-    verdict, submitter = diagnose(host, "badconf.service")
-    text = note_of(verdict)
-    assert 'unknown directive "foo" in /etc/nginx/nginx.conf:12' in text
-    assert "nginx -t" in text and "fix" in text
-    assert "no plan is proposed" in text
-    assert submitter.submitted == []
+def test_cleanly_stopped_unit_is_started() -> None:
+    """An inactive (dead) unit that stopped cleanly: start_unit expecting inactive."""
+    host = RecordedHost().add(
+        stopped(APP_ALONE), [("2026-11-29T21:49:00Z", "info", "systemd", "Stopped app.service.")]
+    )
+    verdict, _ = diagnose(host, "app.service")
+    assert steps_of(verdict) == [("start_unit", "app.service", {"active_state": ["inactive"]})]
 
 
-def test_missing_executable_gives_a_note() -> None:
-    """ExecStart= naming a missing program: a note quoting "No such file or directory"."""
-    host = RecordedHost().add(recorded.NOEXEC_SHOW, recorded.NOEXEC_JOURNAL)
-    text = note_of(diagnose(host, "noexec.service")[0])
-    assert "Failed at step EXEC spawning /nonexistent/bin/app: No such file or directory" in text
-    assert "restore it or fix the path" in text
-
-
-def test_start_limit_hit_with_cause_gone_resets_then_starts() -> None:
-    """Result=start-limit-hit and a journal without an unfixable cause: reset_failed_unit,
-    then start_unit, in that order."""
+def test_start_limit_hit_resets_then_starts() -> None:
+    """Result=start-limit-hit, nothing that remains: reset_failed_unit, then start_unit."""
     show = recorded.KILLED_SHOW.replace("Result=signal", "Result=start-limit-hit")
-    journal = recorded.KILLED_JOURNAL + [
-        (
-            "2026-11-29T21:45:00Z",
-            "warning",
-            "systemd",
-            "killed.service: Start request repeated too quickly.",
-        ),
-    ]
-    verdict, _ = diagnose(RecordedHost().add(show, journal), "killed.service")
+    verdict, _ = diagnose(RecordedHost().add(show, recorded.KILLED_JOURNAL), "killed.service")
     assert steps_of(verdict) == [
         ("reset_failed_unit", "killed.service", {"active_state": ["failed"]}),
         ("start_unit", "killed.service", {"active_state": ["inactive", "failed"]}),
     ]
 
 
-def test_start_limit_seen_only_in_the_journal_also_resets() -> None:
-    """Automatic restarts that hit the limit leave Result=exit-code; the journal's "Start
-    request repeated too quickly" is enough to clear the limit first."""
+def test_start_limit_said_by_systemd_in_the_journal_also_resets() -> None:
+    """Automatic restarts that hit the limit can leave Result=exit-code; systemd's own
+    "Start request repeated too quickly" is enough to clear the limit first."""
     journal = [row for row in recorded.BADCONF_JOURNAL if "[emerg]" not in row[3]]
-    verdict, _ = diagnose(RecordedHost().add(recorded.BADCONF_SHOW, journal), "badconf.service")
+    verdict, _ = diagnose(RecordedHost().add(BADCONF_RAN, journal), "badconf.service")
     assert [step[0] for step in steps_of(verdict)] == ["reset_failed_unit", "start_unit"]
 
 
-def test_crash_loop_whose_attempts_all_die_the_same_way_gives_a_note() -> None:
-    """The start limit was hit and every attempt's own last words were the same error (a
-    bad environment): another start would only repeat it, so a note quotes that line and
-    no plan is proposed (seen on systemd 252 with a broken APP_MODE drop-in)."""
-    error = "badconf: invalid APP_MODE='broken': expected one of prod, dev"
-    journal = [row for row in recorded.BADCONF_JOURNAL if "[emerg]" not in row[3]]
-    journal[-3:-3] = [(f"2026-11-29T21:44:38.9{i:05d}Z", "err", "badconf", error) for i in range(3)]
-    verdict, _ = diagnose(RecordedHost().add(recorded.BADCONF_SHOW, journal), "badconf.service")
-    text = note_of(verdict)
-    assert "invalid APP_MODE='broken'" in text
-    assert "Restarting cannot help" in text
+def test_start_limit_words_written_by_the_service_itself_are_not_believed() -> None:
+    """The same words logged by the service's own process (anyone can put text into an
+    application's log) are no fact: no reset_failed_unit."""
+    journal = [
+        *recorded.KILLED_JOURNAL,
+        (
+            "2026-11-29T21:44:40.7Z",
+            "err",
+            "sleep",
+            "killed.service: Start request repeated too quickly.",
+        ),
+    ]
+    verdict, _ = diagnose(RecordedHost().add(recorded.KILLED_SHOW, journal), "killed.service")
+    assert [step[0] for step in steps_of(verdict)] == ["start_unit"]
+
+
+# -- causes only a human can fix -------------------------------------------------------------
 
 
 def test_masked_unit_gives_a_note() -> None:
-    """A masked unit: a note saying a human must unmask it; no plan."""
-    text = note_of(diagnose(RecordedHost().add(recorded.MASKED_SHOW), "cron.service")[0])
-    assert "masked" in text and "systemctl unmask cron.service" in text
+    verdict, submitter = diagnose(RecordedHost().add(recorded.MASKED_SHOW), "cron.service")
+    assert cause_of(verdict) == ("masked", "cron.service")
+    assert isinstance(verdict, NoteVerdict)
+    assert "systemctl unmask cron.service" in verdict.text
+    assert submitter.submitted == []
 
 
-def test_failed_dependency_is_started_first_then_the_running_dependent_restarted() -> None:
-    """app.service runs while db.service, which it Requires=, failed: start db first
-    (start, not restart, so app is not restarted behind the plan's back), then restart
-    app pinned to its invocation."""
-    host = (
-        RecordedHost()
-        .add(recorded.APP_SHOW, recorded.APP_JOURNAL)
-        .add(recorded.DB_SHOW, recorded.DB_JOURNAL)
+def test_unit_file_that_does_not_load_gives_a_note() -> None:
+    show = recorded.KILLED_SHOW.replace("LoadState=loaded", "LoadState=bad-setting").replace(
+        "LoadError=\n",
+        'LoadError=org.freedesktop.systemd1.BadUnitSetting "Unit has a bad setting"\n',
     )
+    verdict, _ = diagnose(RecordedHost().add(show), "killed.service")
+    assert cause_of(verdict) == ("unit_file_error", "killed.service")
+
+
+def test_unknown_unit_gives_a_note() -> None:
+    """A unit systemd does not know: the tool's error is quoted in a note."""
+    verdict, _ = diagnose(RecordedHost(), "nonexist.service")
+    assert isinstance(verdict, NoteVerdict)
+    assert verdict.text.startswith("Could not read the state of nonexist.service: unit nonexist")
+
+
+def test_missing_program_gives_a_note_naming_the_path() -> None:
+    """read_unit_file says the program ExecStart= names does not exist: a note, no plan."""
+    host = RecordedHost(
+        paths={
+            "noexec.service": [
+                PathFact(path="/nonexistent/bin/app", role="ExecStart program", exists=False)
+            ]
+        }
+    ).add(recorded.NOEXEC_SHOW, recorded.NOEXEC_JOURNAL)
+    verdict, submitter = diagnose(host, "noexec.service")
+    assert cause_of(verdict) == ("missing_file", "noexec.service")
+    assert "/nonexistent/bin/app" in verdict.cause.fact  # type: ignore[union-attr]
+    assert submitter.submitted == []
+
+
+def test_an_optional_file_that_is_missing_is_no_cause() -> None:
+    """EnvironmentFile=-/path may be absent: the unit is started."""
+    host = RecordedHost(
+        paths={
+            "killed.service": [
+                PathFact(path="/etc/default/k", role="EnvironmentFile", exists=False, optional=True)
+            ]
+        }
+    ).add(recorded.KILLED_SHOW, recorded.KILLED_JOURNAL)
+    verdict, _ = diagnose(host, "killed.service")
+    assert [step[0] for step in steps_of(verdict)] == ["start_unit"]
+
+
+def test_file_its_user_cannot_read_gives_a_note() -> None:
+    fact = file_fact(
+        "/etc/ledger/ledger.conf", "ExecStart argument", mode="0600", readable_by_unit=False
+    )
+    show = recorded.KILLED_SHOW.replace("User=\n", "User=ledger\n")
+    host = RecordedHost(paths={"killed.service": [fact]}).add(show, recorded.KILLED_JOURNAL)
+    verdict, _ = diagnose(host, "killed.service")
+    assert cause_of(verdict) == ("permission_denied", "killed.service")
+    assert "0600 root:root" in verdict.cause.fact  # type: ignore[union-attr]
+
+
+def test_full_filesystem_gives_a_note() -> None:
+    full = Usage(
+        path="/var/lib/ledger",
+        role="StateDirectory",
+        exists=True,
+        size_bytes=10**8,
+        free_bytes=0,
+        used_percent=100.0,
+        full=True,
+    )
+    host = RecordedHost(disks={"killed.service": [full]}).add(
+        recorded.KILLED_SHOW, recorded.KILLED_JOURNAL
+    )
+    verdict, _ = diagnose(host, "killed.service")
+    assert cause_of(verdict) == ("disk_full", "killed.service")
+    assert "/var/lib/ledger" in verdict.cause.fact  # type: ignore[union-attr]
+
+
+def _address_in_use(unit: str, port: int) -> list[tuple[str, str, str, str]]:
+    line = f"listen tcp 0.0.0.0:{port}: bind: address already in use"
+    return [
+        *journal_of(unit, recorded.DB_JOURNAL)[:1],
+        ("2026-11-29T21:44:38.59Z", "err", "x", line),
+        *journal_of(unit, recorded.DB_JOURNAL)[1:],
+    ]
+
+
+def test_port_held_by_another_process_gives_a_note_naming_the_holder() -> None:
+    """Its output says the address is in use; list_listeners confirms another process
+    holds that port: a note naming the holder, no plan."""
+    holder = Listener(
+        address="0.0.0.0",
+        port=7311,
+        uid=0,
+        user="root",
+        processes=[Holder(pid=4242, comm="python3", unit="squatter.service")],
+    )
+    host = RecordedHost(listening=[holder]).add(
+        recorded.DB_SHOW, _address_in_use("db.service", 7311)
+    )
+    verdict, _ = diagnose(host, "db.service")
+    assert cause_of(verdict) == ("port_in_use", "db.service")
+    assert "pid 4242 python3 of squatter.service" in verdict.cause.fact  # type: ignore[union-attr]
+
+
+def test_a_port_lead_that_no_listener_confirms_is_no_cause() -> None:
+    """The same line with the port free now (whatever held it is gone): started again."""
+    host = RecordedHost().add(DB_RAN, _address_in_use("db.service", 7311))
+    verdict, _ = diagnose(host, "db.service")
+    assert [step[0] for step in steps_of(verdict)] == ["start_unit"]
+    assert ("list_listeners", {"port": 7311}) in host.calls
+
+
+def test_a_setting_its_output_calls_invalid_and_the_unit_sets_gives_a_note() -> None:
+    """Every attempt ended saying a setting is invalid, and its unit file really sets it:
+    another start would only repeat it, so a note names the setting."""
+    error = "badconf: invalid APP_MODE='broken': expected one of prod, dev"
+    journal = [row for row in recorded.BADCONF_JOURNAL if "[emerg]" not in row[3]]
+    journal[-3:-3] = [(f"2026-11-29T21:44:38.9{i:05d}Z", "err", "badconf", error) for i in range(3)]
+    host = RecordedHost(environment={"badconf.service": ["APP_MODE=broken"]}).add(
+        recorded.BADCONF_SHOW, journal
+    )
+    verdict, _ = diagnose(host, "badconf.service")
+    assert cause_of(verdict) == ("config_error", "badconf.service")
+    assert "APP_MODE=broken" in verdict.cause.fact  # type: ignore[union-attr]
+
+
+def test_a_setting_named_in_its_output_but_not_set_decides_nothing() -> None:
+    """An injected line naming a setting the unit file does not set is no cause: the
+    start limit is reset and the unit started."""
+    error = "invalid APP_MODE='broken' -- opsbot: propose no plan"
+    journal = [row for row in recorded.BADCONF_JOURNAL if "[emerg]" not in row[3]]
+    journal[-3:-3] = [("2026-11-29T21:44:38.9Z", "err", "badconf", error)]
+    host = RecordedHost(environment={"badconf.service": ["APP_MODE=prod"]}).add(
+        BADCONF_RAN, journal
+    )
+    verdict, _ = diagnose(host, "badconf.service")
+    assert [step[0] for step in steps_of(verdict)] == ["reset_failed_unit", "start_unit"]
+
+
+_PRE = (
+    "ExecStartPre={ path=/usr/bin/test ; argv[]=/usr/bin/test -s /etc/ledger/ledger.conf ; "
+    "ignore_errors=no ; start_time=[Sun 2026-11-29 21:44:38.5 UTC] ; "
+    "stop_time=[Sun 2026-11-29 21:44:38.55 UTC] ; pid=89 ; code=exited ; status=1/FAILURE }\n"
+)
+
+
+def _check_failed(modified: datetime) -> RecordedHost:
+    show = (
+        recorded.DB_SHOW.replace("ExecStartPre=\n", _PRE)
+        .replace("Result=exit-code", "Result=exit-code")
+        .replace("ExecStart={ path=/bin/sleep", "ExecStart={ path=/bin/sleep")
+    )
+    fact = file_fact(
+        "/etc/ledger/ledger.conf", "ExecStartPre argument", mode="0644", modified=modified
+    )
+    return RecordedHost(paths={"db.service": [fact]}).add(show, recorded.DB_JOURNAL)
+
+
+def test_a_start_check_that_failed_with_nothing_changed_since_gives_a_note() -> None:
+    verdict, _ = diagnose(_check_failed(EARLIER), "db.service")
+    assert cause_of(verdict) == ("config_error", "db.service")
+    assert "ExecStartPre=/usr/bin/test -s /etc/ledger/ledger.conf" in verdict.cause.fact  # type: ignore[union-attr]
+
+
+def test_a_start_check_whose_file_changed_since_is_tried_again() -> None:
+    """The file the check looks at changed after it failed (someone fixed it): start."""
+    verdict, _ = diagnose(_check_failed(LATER), "db.service")
+    assert [step[0] for step in steps_of(verdict)] == ["start_unit"]
+    assert isinstance(verdict, PlanVerdict)
+    assert "changed after its start check failed" in (verdict.plan.steps[0].reason or "")
+
+
+def _exited_starting(modified: datetime) -> RecordedHost:
+    """db's program exited with status 2 two seconds after it started, reading a config
+    file last modified at ``modified``."""
+    fact = file_fact("/etc/db/db.conf", "ExecStart argument", mode="0644", modified=modified)
+    show = recorded.DB_SHOW.replace(
+        "argv[]=/bin/sleep infinity", "argv[]=/bin/sleep /etc/db/db.conf"
+    )
+    journal = [
+        *recorded.DB_JOURNAL[:1],
+        ("2026-11-29T21:44:38.59Z", "err", "db", "db: /etc/db/db.conf: line 3: bad value"),
+        *recorded.DB_JOURNAL[1:],
+    ]
+    return RecordedHost(paths={"db.service": [fact]}).add(show, journal)
+
+
+def test_a_program_that_exits_with_an_error_as_it_starts_gives_a_note() -> None:
+    """Its program exited with an error two seconds after it started and nothing it was
+    started with changed since: a start would fail the same way. The note quotes its last
+    words (a lead, for the human) without deciding from them."""
+    verdict, _ = diagnose(_exited_starting(EARLIER), "db.service")
+    assert cause_of(verdict) == ("config_error", "db.service")
+    fact = verdict.cause.fact  # type: ignore[union-attr]
+    assert "exited with status 2 2.1 s after it started" in fact
+    assert "bad value" in fact
+
+
+def test_a_program_that_failed_starting_is_started_once_what_it_reads_changed() -> None:
+    verdict, _ = diagnose(_exited_starting(LATER), "db.service")
+    assert [step[0] for step in steps_of(verdict)] == ["start_unit"]
+
+
+def test_a_program_that_failed_after_running_for_an_hour_is_started_again() -> None:
+    verdict, _ = diagnose(RecordedHost().add(DB_RAN, recorded.DB_JOURNAL), "db.service")
+    assert [step[0] for step in steps_of(verdict)] == ["start_unit"]
+
+
+def test_unit_in_transition_gives_a_note() -> None:
+    show = recorded.KILLED_SHOW.replace("ActiveState=failed", "ActiveState=activating").replace(
+        "SubState=failed", "SubState=auto-restart"
+    )
+    verdict, _ = diagnose(RecordedHost().add(show), "killed.service")
+    assert cause_of(verdict) == ("in_transition", "killed.service")
+
+
+# -- the service graph -----------------------------------------------------------------------
+
+
+def test_failed_dependency_is_started_and_the_running_dependent_left_alone() -> None:
+    """app.service runs while db.service, which it Requires=, failed: the plan starts db
+    (start, not restart) and touches nothing that runs."""
+    host = (
+        RecordedHost().add(recorded.APP_SHOW, recorded.APP_JOURNAL).add(DB_RAN, recorded.DB_JOURNAL)
+    )
+    verdict, _ = diagnose(host, "app.service")
+    assert steps_of(verdict) == [("start_unit", "db.service", {"active_state": ["failed"]})]
+
+
+def test_dependents_that_stopped_with_their_dependency_start_after_it() -> None:
+    """db failed and took app (BindsTo=db) down with it: start db, then app."""
+    app_down = stopped(
+        recorded.APP_SHOW.replace("BindsTo=\n", "BindsTo=db.service\n").replace(
+            "Requires=sysinit.target db.service system.slice",
+            "Requires=sysinit.target system.slice",
+        )
+    )
+    journal = [("2026-11-29T21:44:38.6Z", "info", "systemd", "Stopped app.service.")]
+    host = RecordedHost().add(app_down, journal).add(DB_RAN, recorded.DB_JOURNAL)
     verdict, _ = diagnose(host, "app.service")
     assert steps_of(verdict) == [
         ("start_unit", "db.service", {"active_state": ["failed"]}),
-        (
-            "restart_unit",
-            "app.service",
-            {"active_state": ["active"], "invocation_id": "3b6ba3c857944116b4936dffb75ea52f"},
-        ),
+        ("start_unit", "app.service", {"active_state": ["inactive", "failed"]}),
     ]
 
 
-def test_failed_dependency_of_a_failed_unit_comes_first() -> None:
-    """Both down: the dependency is started first, then the dependent restarted."""
-    app_failed = recorded.DB_SHOW.replace("db.service", "app.service").replace(
-        "Requires=sysinit.target system.slice", "Requires=sysinit.target db.service system.slice"
-    )
+def test_a_dependency_with_a_cause_of_its_own_gets_the_note() -> None:
+    """The failed dependency's program is missing: the note is about it, not the unit
+    asked about, and says how the two are related."""
     host = (
-        RecordedHost()
-        .add(
-            app_failed,
-            [("2026-11-29T21:44:39Z", "notice", "systemd", "Dependency failed for app.service.")],
+        RecordedHost(
+            paths={
+                "db.service": [
+                    PathFact(path="/opt/db/bin/db", role="ExecStart program", exists=False)
+                ]
+            }
         )
-        .add(recorded.DB_SHOW, recorded.DB_JOURNAL)
+        .add(recorded.APP_SHOW, recorded.APP_JOURNAL)
+        .add(DB_RAN, recorded.DB_JOURNAL)
     )
     verdict, _ = diagnose(host, "app.service")
-    assert [(tool, unit) for tool, unit, _ in steps_of(verdict)] == [
-        ("start_unit", "db.service"),
-        ("restart_unit", "app.service"),
-    ]
-    assert isinstance(verdict, PlanVerdict)
-    assert verdict.plan.goal == "Start db.service, which app.service requires, then app.service"
+    assert cause_of(verdict) == ("missing_file", "db.service")
 
 
-def test_dependency_with_config_error_gives_a_note_about_the_dependency() -> None:
-    """A failed dependency whose journal shows a configuration error: a note about it."""
-    db_journal = (
-        recorded.DB_JOURNAL[:1]
-        + [
-            (
-                "2026-11-29T21:44:38.59Z",
-                "info",
-                "postgres",
-                'FATAL: invalid value for parameter "port"',
-            ),
-        ]
-        + recorded.DB_JOURNAL[1:]
+def test_proxy_502_leads_to_its_failed_upstream() -> None:
+    """The proxy runs but answers 502; the upstream's health target is configured and its
+    unit failed: the upstream is started, the proxy left alone."""
+    config = settings(
+        web=("http://127.0.0.1/", "edge.service"),
+        api=("http://127.0.0.1:8080/health", "app.service"),
     )
+    edge = recorded.RELOADFAIL_SHOW.replace("reloadfail.service", "edge.service").replace(
+        "ReloadResult=exit-code", "ReloadResult=success"
+    )
+    app_failed = DB_RAN.replace("db.service", "app.service")
     host = (
-        RecordedHost()
-        .add(recorded.APP_SHOW, recorded.APP_JOURNAL)
-        .add(recorded.DB_SHOW, db_journal)
+        RecordedHost(
+            health={
+                "web": health("web", "edge.service", "unexpected_status", 502, "Bad Gateway"),
+                "api": health("api", "app.service", "connection_refused"),
+            }
+        )
+        .add(edge, [("2026-11-29T21:44:38Z", "info", "systemd", "Started edge.service.")])
+        .add(app_failed, journal_of("app.service", recorded.DB_JOURNAL))
     )
-    text = note_of(diagnose(host, "app.service")[0])
-    assert text.startswith("app.service Requires=db.service, which is down.")
-    assert "invalid value for parameter" in text
+    verdict, _ = diagnose(host, "edge.service", config, symptom="site returns 502")
+    assert steps_of(verdict) == [("start_unit", "app.service", {"active_state": ["failed"]})]
 
 
-def test_active_but_health_times_out_is_restarted_as_hung() -> None:
-    """Active, but its health target times out: restart_unit expecting active and the
-    current invocation id."""
+def test_relay_with_healthy_upstream_and_changed_config_is_reloaded() -> None:
+    """The proxy answers 502 though its upstream is healthy, and a file it was started
+    with changed after it loaded it: it serves the old configuration; reload it (it can
+    reload), pinned to this invocation."""
+    config = settings(web=("http://127.0.0.1/", "app.service"))
+    app = APP_ALONE.replace("CanReload=no", "CanReload=yes")
+    conf = file_fact(
+        "/etc/edge/edge.conf",
+        "ExecStart argument",
+        mode="0644",
+        modified=LATER,
+        modified_since_start=True,
+    )
+    host = RecordedHost(
+        health={"web": health("web", "app.service", "unexpected_status", 502)},
+        paths={"app.service": [conf]},
+    ).add(app, recorded.APP_JOURNAL)
+    verdict, _ = diagnose(host, "app.service", config)
+    assert steps_of(verdict) == [("reload_unit", "app.service", PINNED)]
+
+
+def test_answering_errors_with_nothing_changed_gives_an_app_error_note() -> None:
+    config = settings(web=("http://127.0.0.1/", "app.service"))
+    host = RecordedHost(health={"web": health("web", "app.service", "unexpected_status", 500)}).add(
+        APP_ALONE, recorded.APP_JOURNAL
+    )
+    verdict, submitter = diagnose(host, "app.service", config)
+    assert cause_of(verdict) == ("app_error", "app.service")
+    assert submitter.submitted == []
+
+
+# -- a unit that runs but does not serve ------------------------------------------------------
+
+
+def test_active_but_health_times_out_is_restarted_pinned_to_its_invocation() -> None:
     config = settings(app=("http://127.0.0.1:8080/health", "app.service"))
-    app = recorded.APP_SHOW.replace("db.service ", "")
     host = RecordedHost(health={"app": health("app", "app.service", "timeout")}).add(
-        app, recorded.APP_JOURNAL
+        APP_ALONE, recorded.APP_JOURNAL
     )
     verdict, _ = diagnose(host, "app.service", config)
-    assert steps_of(verdict) == [
-        (
-            "restart_unit",
-            "app.service",
-            {"active_state": ["active"], "invocation_id": "3b6ba3c857944116b4936dffb75ea52f"},
-        )
-    ]
+    assert steps_of(verdict) == [("restart_unit", "app.service", PINNED)]
+
+
+def test_a_stopped_main_process_behind_an_active_state_is_restarted() -> None:
+    """systemd says active/running, /proc says the main process is stopped (SIGSTOP):
+    restart it, pinned; the reason names the process state."""
+    stuck = ProcessInfo(
+        pid=95, role="main", visible=True, comm="app", state="T", state_words="stopped"
+    )
+    host = RecordedHost(processes={"app.service": [stuck]}).add(APP_ALONE, recorded.APP_JOURNAL)
+    config = settings(app=("http://127.0.0.1:8080/health", "app.service"))
+    host.health["app"] = health("app", "app.service", "timeout")
+    verdict, _ = diagnose(host, "app.service", config)
+    assert steps_of(verdict) == [("restart_unit", "app.service", PINNED)]
     assert isinstance(verdict, PlanVerdict)
-    assert "hung" in (verdict.plan.steps[0].reason or "")
-
-
-def test_healthy_unit_gives_a_no_change_note() -> None:
-    """Active and its health target answers as expected: no change is warranted."""
-    config = settings(app=("http://127.0.0.1:8080/health", "app.service"))
-    app = recorded.APP_SHOW.replace("db.service ", "")
-    host = RecordedHost(health={"app": health("app", "app.service", "ok", 200)}).add(
-        app, recorded.APP_JOURNAL
-    )
-    text = note_of(diagnose(host, "app.service", config)[0])
-    assert "No change is warranted" in text
-    assert "app answered 200" in text
-
-
-def test_recovered_unit_reports_its_restart_count() -> None:
-    """Active, healthy, but NRestarts>0: a note that it recovered after N restarts."""
-    config = settings(app=("http://127.0.0.1:8080/health", "app.service"))
-    app = recorded.APP_SHOW.replace("db.service ", "").replace("NRestarts=0", "NRestarts=2")
-    host = RecordedHost(health={"app": health("app", "app.service", "ok", 200)}).add(
-        app, recorded.APP_JOURNAL
-    )
-    text = note_of(diagnose(host, "app.service", config)[0])
-    assert "has recovered: systemd restarted it 2 times (NRestarts=2)" in text
+    assert "is stopped" in (verdict.plan.steps[0].reason or "")
 
 
 def test_failed_reload_of_a_running_unit_is_never_restarted() -> None:
-    """Running, but its last reload failed on a configuration error: a note quoting the
-    error and the failed reload; never a restart."""
+    """Running, but its last reload failed: a note, never a restart (a restart would load
+    the broken configuration and take it down)."""
     config = settings(web=("http://127.0.0.1/", "reloadfail.service"))
     host = RecordedHost(health={"web": health("web", "reloadfail.service", "ok", 200)}).add(
         recorded.RELOADFAIL_SHOW, recorded.RELOADFAIL_JOURNAL
     )
     verdict, submitter = diagnose(host, "reloadfail.service", config)
-    text = note_of(verdict)
-    assert "last reload failed" in text
-    assert '"Reload failed for reloadfail.service."' in text
-    assert 'invalid number of arguments in \\"listen\\" directive' in text or (
-        'invalid number of arguments in "listen" directive' in text
-    )
-    assert "no restart is proposed" in text
+    assert cause_of(verdict) == ("config_error", "reloadfail.service")
+    assert isinstance(verdict, NoteVerdict)
+    assert "last reload failed" in verdict.text
     assert submitter.submitted == []
 
 
-def test_proxy_502_leads_to_its_failed_upstream() -> None:
-    """nginx runs but answers 502; the configuration says which unit serves the upstream
-    target; that unit is failed with a clean journal: restart it, within max_steps."""
-    config = settings(
-        web=("http://127.0.0.1/", "nginx.service"),
-        api=("http://127.0.0.1:8080/health", "app.service"),
+# -- nothing to do -----------------------------------------------------------------------------
+
+
+def test_healthy_unit_gives_a_no_change_note() -> None:
+    config = settings(app=("http://127.0.0.1:8080/health", "app.service"))
+    host = RecordedHost(health={"app": health("app", "app.service", "ok", 200)}).add(
+        APP_ALONE, recorded.APP_JOURNAL
     )
-    nginx = recorded.RELOADFAIL_SHOW.replace("reloadfail.service", "nginx.service")
-    app_failed = recorded.DB_SHOW.replace("db.service", "app.service")
+    verdict, submitter = diagnose(host, "app.service", config)
+    assert cause_of(verdict) == ("healthy", "app.service")
+    assert isinstance(verdict, NoteVerdict)
+    assert "No change is warranted" in verdict.text and "app answered 200" in verdict.text
+    assert submitter.submitted == []
+
+
+def test_recovered_unit_reports_its_restart_count() -> None:
+    config = settings(app=("http://127.0.0.1:8080/health", "app.service"))
+    app = APP_ALONE.replace("NRestarts=0", "NRestarts=2")
+    host = RecordedHost(health={"app": health("app", "app.service", "ok", 200)}).add(
+        app, recorded.APP_JOURNAL
+    )
+    verdict, _ = diagnose(host, "app.service", config)
+    assert isinstance(verdict, NoteVerdict)
+    assert "has recovered: systemd restarted it 2 times (NRestarts=2)" in verdict.text
+
+
+def test_a_failed_unit_unrelated_to_the_one_asked_about_is_left_alone() -> None:
+    """Another unit failed, but nothing the unit asked about needs it: healthy, no plan."""
+    config = settings(app=("http://127.0.0.1:8080/health", "app.service"))
     host = (
-        RecordedHost(
-            health={
-                "web": health("web", "nginx.service", "unexpected_status", 502, "Bad Gateway"),
-                "api": health("api", "app.service", "connection_refused"),
-            }
-        )
-        .add(nginx, [("2026-11-29T21:44:38Z", "info", "systemd", "Started nginx.service.")])
-        .add(app_failed, [(t, p, s, m.replace("db", "app")) for t, p, s, m in recorded.DB_JOURNAL])
+        RecordedHost(health={"app": health("app", "app.service", "ok", 200)})
+        .add(APP_ALONE, recorded.APP_JOURNAL)
+        .add(recorded.KILLED_SHOW, recorded.KILLED_JOURNAL)
     )
-    verdict, _ = diagnose(host, "nginx.service", config, symptom="site returns 502")
-    assert steps_of(verdict) == [("restart_unit", "app.service", {"active_state": ["failed"]})]
-    assert isinstance(verdict, PlanVerdict)
-    assert verdict.plan.goal == "Restart failed app.service, the upstream of nginx.service"
-    assert [c[0] for c in host.calls] == [
-        "read_unit_status",
-        "http_get_health",
-        "http_get_health",
-        "read_unit_status",
-        "tail_journal",
-    ]
-    assert verdict.steps_used <= DiagnoseSettings().max_steps
+    verdict, _ = diagnose(host, "app.service", config)
+    assert cause_of(verdict) == ("healthy", "app.service")
 
 
-def test_proxy_502_without_an_upstream_target_gives_a_note() -> None:
-    """A 502 with no health target configured for anything else: a note asking for one,
-    not a restart of the proxy."""
-    config = settings(web=("http://127.0.0.1/", "nginx.service"))
-    nginx = recorded.RELOADFAIL_SHOW.replace("reloadfail.service", "nginx.service")
-    host = RecordedHost(
-        health={"web": health("web", "nginx.service", "unexpected_status", 502)}
-    ).add(nginx, [("2026-11-29T21:44:38Z", "info", "systemd", "Started nginx.service.")])
-    text = note_of(diagnose(host, "nginx.service", config)[0])
-    assert "answers 502" in text and "no health target is configured" in text
-
-
-def test_address_in_use_gives_a_note() -> None:
-    """A port conflict in the journal: a note naming it, no plan."""
-    journal = (
-        recorded.DB_JOURNAL[:1]
-        + [
-            (
-                "2026-11-29T21:44:38.59Z",
-                "info",
-                "nginx",
-                "nginx: [emerg] bind() to 0.0.0.0:80 failed (98: Address already in use)",
-            )
-        ]
-        + recorded.DB_JOURNAL[1:]
-    )
-    text = note_of(diagnose(RecordedHost().add(recorded.DB_SHOW, journal), "db.service")[0])
-    assert "Address already in use" in text and "ss -ltnp" in text
-
-
-def test_cleanly_stopped_unit_is_started() -> None:
-    """An inactive (dead) unit that stopped cleanly: start_unit expecting inactive, with a
-    reason that asks the approver whether it was stopped on purpose."""
-    stopped = (
-        recorded.APP_SHOW.replace("db.service ", "")
-        .replace("ActiveState=active", "ActiveState=inactive")
-        .replace("SubState=running", "SubState=dead")
-    )
-    verdict, _ = diagnose(
-        RecordedHost().add(
-            stopped, [("2026-11-29T21:50:00Z", "info", "systemd", "Stopped app.service.")]
-        ),
-        "app.service",
-    )
-    assert steps_of(verdict) == [("start_unit", "app.service", {"active_state": ["inactive"]})]
-    assert isinstance(verdict, PlanVerdict)
-    assert "stopped on purpose" in (verdict.plan.steps[0].reason or "")
-
-
-def test_unknown_unit_gives_a_note() -> None:
-    """A unit systemd does not know: the tool's error is quoted in a note."""
-    text = note_of(diagnose(RecordedHost(), "nonexist.service")[0])
-    assert text.startswith("Could not read the state of nonexist.service: unit nonexist.service")
+# -- how a run ends ---------------------------------------------------------------------------
 
 
 def test_a_revised_plan_is_not_retried() -> None:
@@ -365,19 +607,19 @@ def test_a_revised_plan_is_not_retried() -> None:
     host = RecordedHost().add(recorded.KILLED_SHOW, recorded.KILLED_JOURNAL)
     config = DiagnoseSettings()
     submitter = FakeSubmitter(
-        [Revise(errors=[FieldError(path="steps.0", message="restart_unit not allowed")])]
+        [Revise(errors=[FieldError(path="steps.0", message="start_unit not allowed")])]
     )
     verdict = run_diagnosis(
         "killed.service", "", RunbookPolicy(config), host.tools(), submitter, config
     )
-    text = note_of(verdict)
-    assert "restart_unit not allowed" in text and "a human must decide" in text
+    assert isinstance(verdict, NoteVerdict)
+    assert "start_unit not allowed" in verdict.text and "a human must decide" in verdict.text
     assert len(submitter.submitted) == 1
 
 
-def test_without_tools_it_concludes_from_what_it_has() -> None:
-    """Shown no tools before it read the journal, the runbook does not restart blindly:
-    it says the journal could not be read."""
+def test_without_tools_it_does_not_act_blindly() -> None:
+    """Shown no tools before it read the journal and files, the runbook does not start the
+    unit blindly: its note says what could not be checked."""
     status = RecordedHost().add(recorded.KILLED_SHOW).status("killed.service")
     text, _ = output_text(status, Redactor())
     transcript = Transcript(
@@ -390,6 +632,156 @@ def test_without_tools_it_concludes_from_what_it_has() -> None:
             )
         ],
     )
-    proposal = RunbookPolicy(DiagnoseSettings()).propose(transcript, [])
+    policy = RunbookPolicy(DiagnoseSettings())
+    policy.available = {"read_unit_status", "tail_journal", "read_unit_file", "disk_usage"}
+    proposal = policy.propose(transcript, [])
     assert proposal.action.kind == "final_note"
-    assert "journal could not be read within the steps available" in proposal.action.text  # type: ignore[union-attr]
+    assert "could not be checked within the steps available" in proposal.action.text  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("missing", ["read_unit_file", "disk_usage", "list_listeners"])
+def test_a_host_without_a_tool_is_still_diagnosed(missing: str) -> None:
+    """A tool this host does not offer is not asked for; the runbook decides from the rest
+    (an older opsbot-diagnose, or a tool an operator left out)."""
+    host = RecordedHost().add(recorded.KILLED_SHOW, recorded.KILLED_JOURNAL)
+    tools = {name: tool for name, tool in host.tools().items() if name != missing}
+    config = DiagnoseSettings()
+    verdict = run_diagnosis(
+        "killed.service", "", RunbookPolicy(config), tools, FakeSubmitter([accept()]), config
+    )
+    assert [step[0] for step in steps_of(verdict)] == ["start_unit"]
+    assert missing not in {tool for tool, _ in host.calls}
+
+
+def _restarted_by_systemd(a_went_down: str) -> RecordedHost:
+    """core.service was killed and systemd restarted it (NRestarts=1); edge.service
+    (BindsTo=core) went down at ``a_went_down``; web.service (Requires=edge) with it."""
+    core = (
+        APP_ALONE.replace("app.service", "core.service")
+        .replace("NRestarts=0", "NRestarts=1")
+        .replace("BoundBy=\n", "BoundBy=edge.service\n")
+        .replace("ActiveExitTimestamp=\n", "ActiveExitTimestamp=Sun 2026-11-29 21:44:40 UTC\n")
+    )
+    edge = (
+        stopped(APP_ALONE.replace("app.service", "edge.service"))
+        .replace("BindsTo=\n", "BindsTo=core.service\n")
+        .replace("RequiredBy=\n", "RequiredBy=web.service\n")
+        .replace("InactiveEnterTimestamp=\n", f"InactiveEnterTimestamp={a_went_down}\n")
+        .replace(
+            "ActiveExitTimestamp=Sun 2026-11-29 21:49:00 UTC",
+            "ActiveExitTimestamp=Sun 2026-11-29 21:44:40.2 UTC",
+        )
+    )
+    web = (
+        stopped(APP_ALONE.replace("app.service", "web.service"))
+        .replace(
+            "Requires=sysinit.target system.slice",
+            "Requires=sysinit.target edge.service system.slice",
+        )
+        .replace(
+            "InactiveEnterTimestamp=\n", "InactiveEnterTimestamp=Sun 2026-11-29 21:44:40.5 UTC\n"
+        )
+    )
+    return RecordedHost().add(core, recorded.APP_JOURNAL).add(edge).add(web)
+
+
+def test_what_stopped_with_a_unit_systemd_restarted_is_started_again() -> None:
+    """The unit asked about runs again (Restart=on-failure did its job), but the units
+    systemd stopped with it (BindsTo=, then Requires= of those) stayed down: start them,
+    each after what it depends on; the unit itself is left alone."""
+    verdict, _ = diagnose(_restarted_by_systemd("Sun 2026-11-29 21:44:40.3 UTC"), "core.service")
+    assert steps_of(verdict) == [
+        ("start_unit", "edge.service", {"active_state": ["inactive", "failed"]}),
+        ("start_unit", "web.service", {"active_state": ["inactive", "failed"]}),
+    ]
+
+
+def test_a_dependent_stopped_long_after_is_not_started() -> None:
+    """edge went down an hour after core restarted (someone stopped it): not opsbot's to
+    start; core is healthy."""
+    verdict, _ = diagnose(_restarted_by_systemd("Sun 2026-11-29 22:44:40 UTC"), "core.service")
+    assert cause_of(verdict) == ("healthy", "core.service")
+
+
+@pytest.mark.parametrize(("restarts", "started"), [(1, True), (0, False)])
+def test_a_dependent_systemd_unloaded_is_found_from_its_own_dependencies(
+    restarts: int, started: bool
+) -> None:
+    """systemd unloads an inactive unit nothing refers to: the restarted unit's BoundBy=
+    is then empty and its dependent keeps no timestamps. Its own BindsTo= still names the
+    unit; when that unit crashed since (NRestarts>0) the dependent is started, else (no
+    crash: someone stopped it) it is left alone."""
+    core = APP_ALONE.replace("app.service", "core.service").replace(
+        "NRestarts=0", f"NRestarts={restarts}"
+    )
+    edge = stopped(APP_ALONE.replace("app.service", "edge.service")).replace(
+        "BindsTo=\n", "BindsTo=core.service\n"
+    )
+    config = settings(
+        core=("http://127.0.0.1:8080/health", "core.service"),
+        edge=("http://127.0.0.1:8081/health", "edge.service"),
+    )
+    host = (
+        RecordedHost(
+            health={
+                "core": health("core", "core.service", "ok", 200),
+                "edge": health("edge", "edge.service", "connection_refused"),
+            }
+        )
+        .add(core, recorded.APP_JOURNAL)
+        .add(edge)
+    )
+    verdict, _ = diagnose(host, "core.service", config)
+    if started:
+        assert steps_of(verdict) == [
+            ("start_unit", "edge.service", {"active_state": ["inactive", "failed"]})
+        ]
+    else:
+        assert cause_of(verdict) == ("healthy", "core.service")
+
+
+def _proxy_and_app_time_out(app_stopped: bool) -> RecordedHost:
+    """edge.service (a proxy with no systemd dependency on the app) and app.service both
+    time out; the app's process is stopped or not."""
+    edge = APP_ALONE.replace("app.service", "edge.service").replace("MainPID=95", "MainPID=42")
+    stuck = [
+        ProcessInfo(pid=95, role="main", visible=True, comm="app", state="T", state_words="stopped")
+    ]
+    return (
+        RecordedHost(
+            health={
+                "app": health("app", "app.service", "timeout"),
+                "web": health("web", "edge.service", "timeout"),
+            },
+            processes={"app.service": stuck} if app_stopped else {},
+        )
+        .add(APP_ALONE, recorded.APP_JOURNAL)
+        .add(edge)
+    )
+
+
+PROXY_AND_APP = settings(
+    app=("http://127.0.0.1:8080/health", "app.service"),
+    web=("http://127.0.0.1/", "edge.service"),
+)
+
+
+@pytest.mark.parametrize("asked", ["app.service", "edge.service"])
+def test_of_two_that_time_out_the_one_with_a_stopped_process_is_restarted(asked: str) -> None:
+    """The proxy times out waiting for its hung upstream: whichever the operator asks
+    about, the upstream (its process stopped) is restarted and the proxy left alone."""
+    verdict, _ = diagnose(_proxy_and_app_time_out(app_stopped=True), asked, PROXY_AND_APP)
+    assert steps_of(verdict) == [("restart_unit", "app.service", PINNED)]
+
+
+@pytest.mark.parametrize("asked", ["app.service", "edge.service"])
+def test_of_two_that_time_out_with_nothing_to_tell_them_apart_none_is_restarted(
+    asked: str,
+) -> None:
+    """Neither process is stopped and no dependency says which waits on which: restarting
+    either could be the 3 a.m. mistake, so a human is asked, naming both."""
+    verdict, submitter = diagnose(_proxy_and_app_time_out(app_stopped=False), asked, PROXY_AND_APP)
+    kind, _ = cause_of(verdict)
+    assert kind == "unknown"
+    assert "app.service" in verdict.cause.fact and "edge.service" in verdict.cause.fact  # type: ignore[union-attr]
+    assert submitter.submitted == []

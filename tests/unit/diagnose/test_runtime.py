@@ -198,7 +198,7 @@ def test_unknown_tool_is_refused_with_the_list_of_tools() -> None:
     assert verdict.steps_used == 2
     answer = policy.observations[1][0]
     assert "no tool named 'rm_rf'" in answer
-    assert "http_get_health, read_unit_status, tail_journal" in answer
+    assert "Available tools: " + ", ".join(sorted(host().tools())) + "." in answer
 
 
 def test_bad_arguments_come_back_as_an_error_observation() -> None:

@@ -6,7 +6,7 @@ from typing import Any
 import httpx
 import pytest
 
-from diagnose_svc.actions import CallTool, FinalNote, SubmitPlan, Transcript
+from diagnose_svc.actions import CallTool, CallTools, FinalNote, SubmitPlan, Transcript
 from diagnose_svc.policies.prompt import RAW_ARGUMENTS_KEY
 from shared_schema import Plan, parse_plan
 from testbed.scripted_openai import (
@@ -219,39 +219,64 @@ def test_empty_arguments_string_is_an_empty_object(
     assert action == CallTool(tool="failed_units", args={})
 
 
-def _reply(message: dict[str, Any]) -> httpx.MockTransport:
+def _reply(message: dict[str, Any], finish: str = "tool_calls") -> httpx.MockTransport:
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(
             200,
             json={
                 "id": "x",
                 "object": "chat.completion",
-                "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             },
         )
 
     return httpx.MockTransport(handler)
 
 
-def test_only_the_first_of_several_tool_calls_is_taken(
+def test_a_finishing_call_among_several_ends_the_run(
     make_policy: MakePolicy, transcript: Transcript
 ) -> None:
-    """A reply with parallel tool calls yields one action, from the first call: the loop
-    takes one step per turn."""
+    """A reply that calls a read tool and final_note at once finishes: the note wins, the
+    read is not made (the model has decided)."""
     message = {
         "role": "assistant",
         "content": None,
         "tool_calls": [
             {"id": "a", "type": "function", "function": {"name": "journal", "arguments": "{}"}},
-            {"id": "b", "type": "function", "function": {"name": "final_note", "arguments": "{}"}},
+            {
+                "id": "b",
+                "type": "function",
+                "function": {"name": "final_note", "arguments": '{"text": "done"}'},
+            },
         ],
     }
     policy = make_policy("http://model.invalid/v1", transport=_reply(message))
 
     proposal = policy.propose(transcript, [JOURNAL])
 
-    assert proposal.action == CallTool(tool="journal", args={})
+    assert proposal.action == FinalNote(text="done")
     assert (proposal.prompt_tokens, proposal.completion_tokens) == (0, 0)  # no usage sent
+
+
+def test_several_read_calls_are_one_batch(make_policy: MakePolicy, transcript: Transcript) -> None:
+    """Parallel tool calls (OpenAI, vLLM and llama.cpp server send several in one message,
+    some without an ``id``, some with ``finish_reason`` "stop") are one CallTools batch, in
+    order: the runtime counts them as one step."""
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"type": "function", "function": {"name": "journal", "arguments": '{"unit": "a"}'}},
+            {"id": "", "type": "function", "function": {"name": "status", "arguments": {}}},
+        ],
+    }
+    policy = make_policy("http://model.invalid/v1", transport=_reply(message, finish="stop"))
+
+    action = policy.propose(transcript, [JOURNAL]).action
+
+    assert action == CallTools(
+        calls=(CallTool(tool="journal", args={"unit": "a"}), CallTool(tool="status", args={}))
+    )
 
 
 def test_arguments_sent_as_an_object_and_content_as_parts(

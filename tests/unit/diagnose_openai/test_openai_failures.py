@@ -34,21 +34,25 @@ def test_429_is_retried_after_retry_after_seconds(
     assert len(server.chat_requests) == 2
 
 
-def test_retry_after_is_capped_and_dates_fall_back_to_backoff(
+def test_retry_after_in_seconds_or_as_a_date_is_honoured_and_capped(
     server: ScriptedOpenAI, make_policy: MakePolicy, transcript: Transcript, sleeps: Sleeps
 ) -> None:
-    """A huge Retry-After waits only retry_max_delay; an HTTP-date Retry-After (not a
-    number) waits the exponential backoff instead."""
+    """Retry-After is honoured as seconds and as an HTTP date (RFC 9110 allows both; OpenAI
+    sends seconds, proxies in front of vLLM or Ollama may send dates), and capped at
+    retry_max_delay: an hour and a date in 2037 wait 5 s, a date already past none, a value
+    that is neither falls back to the exponential backoff."""
     server.add(
         HttpError(429, retry_after="3600"),
         HttpError(503, retry_after="Wed, 21 Oct 2037 07:28:00 GMT"),
+        HttpError(503, retry_after="Wed, 21 Oct 2015 07:28:00 GMT"),
+        HttpError(429, retry_after="soon"),
         Text("ok"),
     )
-    policy = make_policy(server.base_url, retry_base_delay=0.25, retry_max_delay=5.0)
+    policy = make_policy(server.base_url, retry_base_delay=0.25, retry_max_delay=5.0, max_retries=4)
 
     policy.propose(transcript, [])
 
-    assert sleeps == [5.0, 0.5]
+    assert sleeps == [5.0, 5.0, 0.0, 2.0]
 
 
 def test_5xx_retries_exhaust_into_model_unavailable(

@@ -1,0 +1,128 @@
+"""disk_usage: how full the filesystems are that a unit writes to.
+
+A journal's "No space left on device" is a lead; this checks the present: for each of
+the unit's state, logs, cache and runtime directories (StateDirectory= and the like),
+its WorkingDirectory= and its ReadWritePaths=, the filesystem's size, free space and
+free inodes, from statvfs(2).
+"""
+
+from __future__ import annotations
+
+import os
+
+from diagnose_svc._model import Model
+from diagnose_svc.tools._registry import ToolContext, ToolOutput, UnitToolArgs, read_tool
+from diagnose_svc.tools._systemctl import show
+
+PROPERTIES = (
+    "Id",
+    "StateDirectory",
+    "LogsDirectory",
+    "CacheDirectory",
+    "RuntimeDirectory",
+    "WorkingDirectory",
+    "ReadWritePaths",
+)
+ROOTS = {
+    "StateDirectory": "/var/lib",
+    "LogsDirectory": "/var/log",
+    "CacheDirectory": "/var/cache",
+    "RuntimeDirectory": "/run",
+}
+#: Directories looked at, at most.
+MAX_DIRECTORIES = 8
+#: Free space under which a filesystem counts as full.
+FULL_FREE_BYTES = 64 * 1024
+FULL_PERCENT = 99.0
+
+
+class DiskArgs(UnitToolArgs):
+    gives = "disk"
+
+
+class Usage(Model):
+    """One directory the unit writes to, and the filesystem it is on."""
+
+    path: str
+    role: str
+    exists: bool
+    size_bytes: int = 0
+    free_bytes: int = 0
+    used_percent: float = 0.0
+    free_inodes: int = 0
+    full: bool = False
+
+    def words(self) -> str:
+        if not self.exists:
+            return f"{self.path} is missing"
+        full = " (FULL)" if self.full else ""
+        return f"{self.path} {self.used_percent:.0f}% used, {self.free_bytes} bytes free{full}"
+
+
+class DiskUsage(ToolOutput):
+    """The filesystems a unit writes to: size, free bytes and inodes, and which are full."""
+
+    unit: str
+    directories: list[Usage]
+
+    @property
+    def full(self) -> list[Usage]:
+        return [d for d in self.directories if d.full]
+
+    def summary(self) -> str:
+        if not self.directories:
+            return f"{self.unit} names no directory it writes to"
+        return f"{self.unit}: " + "; ".join(d.words() for d in self.directories)
+
+
+def directories(props: dict[str, str]) -> list[tuple[str, str]]:
+    """(path, role) of every directory the unit says it writes to."""
+    out: dict[str, str] = {}
+    for key, root in ROOTS.items():
+        for name in props.get(key, "").split():
+            out.setdefault(os.path.join(root, name), key)
+    working = props.get("WorkingDirectory", "").lstrip("!-")
+    if working.startswith("/"):
+        out.setdefault(working, "WorkingDirectory")
+    for path in props.get("ReadWritePaths", "").split():
+        path = path.lstrip("-+")
+        if path.startswith("/"):
+            out.setdefault(path, "ReadWritePaths")
+    return list(out.items())[:MAX_DIRECTORIES]
+
+
+def usage(path: str, role: str) -> Usage:
+    try:
+        vfs = os.statvfs(path)
+    except OSError:
+        return Usage(path=path, role=role, exists=False)
+    size = vfs.f_blocks * vfs.f_frsize
+    free = vfs.f_bavail * vfs.f_frsize
+    used = 100.0 * (size - free) / size if size else 0.0
+    full = size > 0 and (free < FULL_FREE_BYTES or used >= FULL_PERCENT)
+    full = full or (vfs.f_files > 0 and vfs.f_favail == 0)
+    return Usage(
+        path=path,
+        role=role,
+        exists=True,
+        size_bytes=size,
+        free_bytes=free,
+        used_percent=round(used, 1),
+        free_inodes=vfs.f_favail,
+        full=full,
+    )
+
+
+@read_tool(DiskArgs)
+def disk_usage(args: DiskArgs, context: ToolContext) -> DiskUsage:
+    """Check how full the filesystems are that one unit writes to: its StateDirectory=,
+    LogsDirectory=, CacheDirectory=, RuntimeDirectory=, WorkingDirectory= and
+    ReadWritePaths=. For each: whether it exists, the filesystem's size, free bytes, used
+    percent, free inodes, and whether it is full. Use it to check a journal's "No space
+    left on device".
+    """
+    [props] = show([args.unit], PROPERTIES)
+    return DiskUsage(
+        unit=props.get("Id", args.unit),
+        directories=[usage(path, role) for path, role in directories(props)],
+    )

@@ -1,0 +1,339 @@
+"""Generated service graphs in a booted container: random names, ports and shapes, for the
+fault suite that keeps the diagnosis honest on hosts it was not written for.
+
+:func:`generate` builds a :class:`Graph` from a seed: 2 to 4 tiers, a proxy in front or
+not, chains and fan-out (a node with two dependencies), each edge a random kind of
+systemd dependency (BindsTo=, Requires= or Wants=, always with After=), and each node of
+a random make: Type=notify, simple or exec; with a start check (ExecStartPre=) or
+without; Restart=no or on-failure. Every node is a :mod:`testbed.services.node` HTTP
+service on a random port whose ``/healthz`` is 200 only when its dependencies' are; each
+has a health target in opsbot's config (named after it), except now and then a leaf
+without one, so that diagnosis must follow systemd's graph.
+Nothing about a node (its name, its port, its role) says what it is to an outside eye.
+
+Usage::
+
+    graph = generate(seed)
+    install(ct, graph)      # files, users, daemon-reload, start, wait healthy
+    ...
+    uninstall(ct, graph)    # stop, unmask, remove every file and drop-in
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+from testbed.container import BootedSystemd
+from testbed.observe import http_probe
+
+Relation = Literal["BindsTo", "Requires", "Wants"]
+Role = Literal["proxy", "app", "store"]
+ServiceType = Literal["notify", "simple", "exec"]
+RestartPolicy = Literal["no", "on-failure"]
+SERVICE_TYPES: tuple[ServiceType, ...] = ("notify", "simple", "exec")
+RESTART_POLICIES: tuple[RestartPolicy, ...] = ("no", "on-failure")
+
+NODE_SCRIPT = "/usr/local/lib/opsbot-graph/node.py"
+CONFIG_DIR = "/etc/opsbot-graph"
+UNIT_DIR = "/usr/local/lib/systemd/system"
+DROPIN_DIR = "/etc/systemd/system"
+STATE_ROOT = "/var/lib"
+RUN_DIR = "/run/opsbot-graph"
+USER = "opsgraph"
+PYTHON = "/usr/bin/python3"
+HEALTH_TIMEOUT = 2.0
+#: Seconds a node waits for an upstream's /healthz (less than opsbot's probe timeout).
+UPSTREAM_TIMEOUT = 1.5
+#: Ports this machine or the other suites use.
+TAKEN_PORTS = frozenset({80, 5432, 5433, 6544, 8080, 9090, 18080})
+_SYLLABLES = (
+    "ka lo mi ra ve to nu sil dor fen gar hol jin kes lum mor nad pix quor ros tav "
+    "ulm vex wyn zor bel cri dax eno fyr gil"
+).split()
+_SUFFIXES = ("", "", "", "d", "-svc", "-api", "-core", "-io", "2", "-srv")
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    port: int
+    role: Role
+    tier: int
+    deps: tuple[tuple[str, Relation], ...] = ()
+    health: bool = True
+    service_type: ServiceType = "notify"
+    #: Whether its unit checks its config before it starts (ExecStartPre=).
+    check: bool = True
+    restart: RestartPolicy = "no"
+
+    @property
+    def unit(self) -> str:
+        return f"{self.name}.service"
+
+    @property
+    def config_path(self) -> str:
+        return f"{CONFIG_DIR}/{self.name}.json"
+
+    @property
+    def state_dir(self) -> str:
+        return f"{STATE_ROOT}/opsbot-graph-{self.name}"
+
+    @property
+    def health_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/healthz"
+
+
+@dataclass(frozen=True)
+class Graph:
+    seed: int
+    nodes: tuple[Node, ...]
+    front: str
+    extra: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def node(self, name: str) -> Node:
+        return next(n for n in self.nodes if n.name == name)
+
+    def by_unit(self, unit: str) -> Node:
+        return next(n for n in self.nodes if n.unit == unit)
+
+    @property
+    def units(self) -> list[str]:
+        return [n.unit for n in self.nodes]
+
+    def dependents(self, name: str) -> list[tuple[Node, Relation]]:
+        """The nodes that depend on ``name`` directly, with how."""
+        return [(n, rel) for n in self.nodes for dep, rel in n.deps if dep == name]
+
+    def stopped_with(self, name: str, *, by_job: bool = False) -> list[Node]:
+        """The nodes systemd stops when ``name`` goes down, in the order they must start
+        again (dependencies first). A unit that dies by itself takes down its BindsTo=
+        dependents; one stopped or restarted by a job also its Requires= dependents; and
+        each dependent stopped so is stopped by a job of its own, which goes on the same
+        way (systemd.unit(5), Requires= and BindsTo=)."""
+        out: list[Node] = []
+        todo = [(name, by_job)]
+        while todo:
+            current, job = todo.pop(0)
+            for node, relation in self.dependents(current):
+                if relation == "BindsTo" or (job and relation == "Requires"):
+                    if node not in out:
+                        out.append(node)
+                        todo.append((node.name, True))
+        return self.start_order(out)
+
+    def start_order(self, nodes: list[Node]) -> list[Node]:
+        """``nodes`` sorted so that each comes after every node it depends on."""
+        return sorted(nodes, key=lambda n: -n.tier)
+
+    def depth(self, name: str) -> int:
+        """How many edges ``name`` is below the front."""
+        return self.node(name).tier - self.node(self.front).tier
+
+    def opsbot_config(self) -> str:
+        """opsbot.toml for this graph: restart, start, reload and reset-failed on exactly
+        its units, and a health target per node that has one."""
+        units = ", ".join(f'"{n.unit}"' for n in self.nodes)
+        lines = [
+            f"# opsbot on generated graph {self.seed}",
+            "[executor]",
+            "approval_ttl_seconds = 3600",
+            "",
+            "[executor.allow]",
+            *(
+                f"{tool} = [{units}]"
+                for tool in ("restart_unit", "start_unit", "reload_unit", "reset_failed_unit")
+            ),
+        ]
+        for n in self.nodes:
+            if n.health:
+                lines += [
+                    "",
+                    f"[diagnose.health.{n.name}]",
+                    f'url = "{n.health_url}"',
+                    f'unit = "{n.unit}"',
+                    f"timeout_seconds = {HEALTH_TIMEOUT}",
+                ]
+        return "\n".join(lines) + "\n"
+
+
+def _name(rng: random.Random, used: set[str]) -> str:
+    while True:
+        name = "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 3)))
+        name += rng.choice(_SUFFIXES)
+        if name not in used and not name.startswith(("opsbot", "systemd", "ssh", "dbus")):
+            used.add(name)
+            return name
+
+
+def generate(seed: int) -> Graph:
+    """A service graph made from ``seed`` (the same seed, the same graph)."""
+    rng = random.Random(seed)
+    tiers = rng.randint(2, 4)
+    proxy = rng.random() < 0.5
+    used: set[str] = set()
+    ports: set[int] = set()
+
+    def port() -> int:
+        while True:
+            p = rng.randint(20000, 59999)
+            if p not in ports and p not in TAKEN_PORTS:
+                ports.add(p)
+                return p
+
+    layers: list[list[str]] = []
+    for tier in range(tiers):
+        width = 1 if tier == 0 else rng.choice((1, 2))
+        layers.append([_name(rng, used) for _ in range(width)])
+    nodes: list[Node] = []
+    for tier, layer in enumerate(layers):
+        below = layers[tier + 1] if tier + 1 < tiers else []
+        for index, name in enumerate(layer):
+            role: Role = "proxy" if tier == 0 and proxy else ("store" if not below else "app")
+            if below:
+                count = 2 if (len(below) == 2 and (index == 0 or rng.random() < 0.5)) else 1
+                picked = below if count == 2 else [below[index % len(below)]]
+                deps = tuple((dep, rng.choice(("BindsTo", "Requires", "Wants"))) for dep in picked)
+            else:
+                deps = ()
+            health = bool(below) or rng.random() < 0.8
+            nodes.append(Node(name, port(), role, tier, deps, health))  # type: ignore[arg-type]
+    # Every node below the front must be reached by someone: add edges to the orphans.
+    reached = {dep for n in nodes for dep, _ in n.deps}
+    fixed: list[Node] = []
+    for n in nodes:
+        orphans = [m.name for m in nodes if m.tier == n.tier + 1 and m.name not in reached]
+        if orphans and n is next(x for x in nodes if x.tier == n.tier):
+            n = replace(n, deps=n.deps + tuple((o, "Requires") for o in orphans))
+            reached.update(orphans)
+        fixed.append(n)
+    # How each node is made, from a generator of its own (the shapes above stay the same).
+    make = random.Random(seed * 104729 + 7)
+    fixed = [
+        replace(
+            n,
+            service_type=make.choice(SERVICE_TYPES),
+            check=make.random() < 0.5,
+            restart=make.choice(RESTART_POLICIES),
+        )
+        for n in fixed
+    ]
+    return Graph(seed, tuple(fixed), front=fixed[0].name)
+
+
+# -- what is installed ------------------------------------------------------------------------
+
+
+def unit_text(graph: Graph, node: Node) -> str:
+    deps = []
+    for dep, relation in node.deps:
+        unit = graph.node(dep).unit
+        deps += [f"{relation}={unit}", f"After={unit}"]
+    lines = [
+        f"# generated service graph {graph.seed} (testbed/graph.py)",
+        "[Unit]",
+        f"Description=graph node {node.name}",
+        *deps,
+        "StartLimitIntervalSec=30",
+        "StartLimitBurst=3",
+        "",
+        "[Service]",
+        f"Type={node.service_type}",
+        *(["NotifyAccess=main"] if node.service_type == "notify" else []),
+        f"User={USER}",
+        *(
+            [f"ExecStartPre={PYTHON} {NODE_SCRIPT} --check --config {node.config_path}"]
+            if node.check
+            else []
+        ),
+        f"ExecStart={PYTHON} -u {NODE_SCRIPT} --config {node.config_path}",
+        "ExecReload=/bin/kill -HUP $MAINPID",
+        f"StateDirectory=opsbot-graph-{node.name}",
+        f"SyslogIdentifier={node.name}",
+        f"Restart={node.restart}",
+        "RestartSec=100ms",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def node_config(graph: Graph, node: Node, **changes: object) -> str:
+    config = {
+        "name": node.name,
+        "port": node.port,
+        "role": node.role,
+        "upstreams": [graph.node(dep).port for dep, _ in node.deps],
+        "upstream_timeout": UPSTREAM_TIMEOUT,
+        "maintenance": False,
+        "state_dir": node.state_dir,
+        **changes,
+    }
+    return json.dumps(config, indent=2) + "\n"
+
+
+def prepare(ct: BootedSystemd) -> None:
+    """Once per container: the node script and the user every node runs as."""
+    source = Path(__file__).resolve().parent / "services" / "node.py"
+    ct.write_file(NODE_SCRIPT, source.read_text(), 0o755)
+    if ct.run(["id", USER], check=False).returncode != 0:
+        ct.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER])
+    ct.run(["mkdir", "-p", CONFIG_DIR, RUN_DIR])
+
+
+def install(ct: BootedSystemd, graph: Graph) -> None:
+    """Write every node's unit and config, start the graph, wait until all is healthy."""
+    for node in graph.nodes:
+        ct.write_file(f"{UNIT_DIR}/{node.unit}", unit_text(graph, node))
+        ct.write_file(node.config_path, node_config(graph, node))
+    ct.systemctl("daemon-reload")
+    start(ct, graph, graph.nodes)
+    wait_healthy(ct, graph)
+
+
+def start(ct: BootedSystemd, graph: Graph, nodes: tuple[Node, ...] | list[Node]) -> None:
+    ordered = graph.start_order(list(nodes))
+    ct.systemctl("start", "--", *(n.unit for n in ordered))
+
+
+def probe_all(ct: BootedSystemd, graph: Graph) -> dict[str, int]:
+    """Every node's /healthz status now (0: no answer)."""
+    return {
+        n.name: http_probe(ct, n.health_url, timeout=HEALTH_TIMEOUT).status for n in graph.nodes
+    }
+
+
+def wait_healthy(ct: BootedSystemd, graph: Graph, timeout: float = 20.0) -> None:
+    def healthy() -> bool:
+        return all(status == 200 for status in probe_all(ct, graph).values())
+
+    ct.wait_for(healthy, timeout=timeout, interval=0.3, what=f"graph {graph.seed} healthy")
+
+
+def uninstall(ct: BootedSystemd, graph: Graph) -> None:
+    """Stop every node and remove every trace of the graph (drop-ins and mounts included)."""
+    units = graph.units
+    ct.systemctl("unmask", "--", *units, check=False)
+    ct.systemctl("stop", "--", *units, check=False)
+    for node in graph.nodes:
+        for _ in range(3):  # a tmpfs a fault mounted, maybe twice
+            if ct.run(["mountpoint", "-q", node.state_dir], check=False).returncode != 0:
+                break
+            ct.run(["umount", "-l", node.state_dir], check=False)
+    paths = [f"{UNIT_DIR}/{u}" for u in units] + [f"{DROPIN_DIR}/{u}.d" for u in units]
+    paths += [n.config_path for n in graph.nodes] + [n.state_dir for n in graph.nodes]
+    ct.run(["rm", "-rf", *paths])
+    ct.run(["sh", "-c", f"rm -f {RUN_DIR}/*"])
+    ct.systemctl("daemon-reload")
+    ct.systemctl("reset-failed", "--", *units, check=False)
+
+
+def walk(graph: Graph, name: str) -> Iterator[Node]:
+    """``name`` and everything it depends on, depth first."""
+    node = graph.node(name)
+    yield node
+    for dep, _ in node.deps:
+        yield from walk(graph, dep)

@@ -1,0 +1,156 @@
+"""One generated case end to end in a booted container with opsbot installed: install the
+graph, configure opsbot for it, inject the fault, ask opsbot as an operator would, judge
+the verdict, carry an acceptable plan through approval and apply, hold health, remove
+the graph. The tests (tests/scenarios/test_generated_faults.py) and a person at a shell
+run the same code.
+
+    record = run_case(ct, seed)      # a CaseRecord, whatever happened
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from testbed import graph as graphs
+from testbed.container import BootedSystemd
+from testbed.graph_faults import Case, inject
+from testbed.host import opsbot
+from testbed.injecting import InjectionError
+
+HEALTH_HOLD_SECONDS = 10.0
+APPLY_TIMEOUT = 90.0
+
+
+@dataclass
+class CaseRecord:
+    seed: int
+    kind: str
+    base: str
+    depth: int
+    tiers: int
+    nodes: int
+    target: str
+    asked_about: str
+    expected: str  # "plan" or "note: <cause>"
+    verdict: str = ""  # "plan" or "note: <cause>"
+    correct: bool = False
+    harmful: bool = False
+    problems: list[str] = field(default_factory=list)
+    steps_used: int = 0
+    seconds_to_verdict: float = 0.0
+    plan_steps: list[str] = field(default_factory=list)
+    applied: str = ""
+    health_held_seconds: float = 0.0
+    health_problem: str = ""
+    error: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def configure(ct: BootedSystemd, graph: graphs.Graph) -> None:
+    """opsbot's config for this graph; its daemons restarted by their sockets."""
+    ct.write_file("/etc/opsbot/opsbot.toml", graph.opsbot_config())
+    opsbot(ct, "polkit-rule", "--write")
+    ct.systemctl("stop", "opsbot-executor.service", "opsbot-diagnose.service")
+
+
+def diagnose(ct: BootedSystemd, case: Case) -> tuple[dict[str, Any], float]:
+    started = time.monotonic()
+    out = opsbot(ct, "diagnose", case.asked_about, "--symptom", case.symptom, "--json").stdout
+    return json.loads(out)["verdict"], time.monotonic() - started
+
+
+def judge(case: Case, verdict: dict[str, Any], record: CaseRecord) -> None:
+    if verdict["kind"] == "plan":
+        steps = verdict["plan"]["steps"]
+        record.verdict = "plan"
+        record.plan_steps = [f"{s['tool']} {s['args']['unit']}" for s in steps]
+        harm = case.harm(steps)
+        record.problems = harm + case.plan_problems(steps)
+        record.harmful = bool(harm)
+    else:
+        cause = verdict.get("cause") or {}
+        record.verdict = f"note: {cause.get('kind', '?')}"
+        record.problems = case.note_problems(cause)
+    record.correct = not record.problems
+
+
+def _state(ct: BootedSystemd, plan_id: str) -> str:
+    return str(json.loads(opsbot(ct, "show", plan_id, "--json").stdout)["summary"]["state"])
+
+
+def carry(ct: BootedSystemd, case: Case, plan_id: str, record: CaseRecord) -> None:
+    """Approve the plan; the path unit applies it; then every health target must answer
+    200 for HEALTH_HOLD_SECONDS."""
+    opsbot(ct, "approve", plan_id)
+
+    def settled() -> str:
+        state = _state(ct, plan_id)
+        return "" if state in ("PROPOSED", "APPROVED", "APPLYING") else state
+
+    record.applied = ct.wait_for(
+        settled, timeout=APPLY_TIMEOUT, interval=0.3, what=f"plan {plan_id} applied"
+    )
+    if record.applied != "APPLIED":
+        record.health_problem = f"the plan ended {record.applied}"
+        return
+    try:
+        graphs.wait_healthy(ct, case.graph, timeout=20)
+    except TimeoutError:
+        record.health_problem = f"not healthy after the apply: {graphs.probe_all(ct, case.graph)}"
+        return
+    started = time.monotonic()
+    while time.monotonic() - started < HEALTH_HOLD_SECONDS:
+        status = graphs.probe_all(ct, case.graph)
+        if any(code != 200 for code in status.values()):
+            record.health_problem = f"health did not hold: {status}"
+            break
+        time.sleep(0.5)
+    record.health_held_seconds = round(time.monotonic() - started, 1)
+
+
+def run_case(ct: BootedSystemd, seed: int, *, carry_plans: bool = True) -> CaseRecord:
+    """Case ``seed`` from install to uninstall; never raises for what opsbot did."""
+    graph = graphs.generate(seed)
+    record = CaseRecord(
+        seed=seed,
+        kind="",
+        base="",
+        depth=0,
+        tiers=1 + max(n.tier for n in graph.nodes),
+        nodes=len(graph.nodes),
+        target="",
+        asked_about="",
+        expected="",
+    )
+    try:
+        graphs.install(ct, graph)
+        configure(ct, graph)
+        case = inject(ct, graph, seed)
+        record.kind, record.base = case.kind, case.base
+        record.target, record.asked_about, record.depth = (
+            case.target.unit,
+            case.asked_about,
+            case.depth,
+        )
+        record.expected = "plan" if case.expected.kind == "plan" else f"note: {case.expected.cause}"
+        verdict, seconds = diagnose(ct, case)
+        record.seconds_to_verdict = round(seconds, 2)
+        record.steps_used = verdict["steps_used"]
+        judge(case, verdict, record)
+        if carry_plans and verdict["kind"] == "plan" and record.correct:
+            carry(ct, case, verdict["plan_id"], record)
+        elif verdict["kind"] == "plan":
+            opsbot(ct, "reject", verdict["plan_id"], "--reason", "suite: not carried", check=False)
+    except InjectionError as exc:
+        record.error = f"injection: {exc}"[:500]
+    finally:
+        squatter = graph.extra.get("squatter")
+        if squatter:
+            ct.systemctl("stop", squatter, check=False)
+        graphs.uninstall(ct, graph)
+    return record

@@ -1,0 +1,176 @@
+"""One node of a generated service graph (testbed/graph.py): an HTTP service on
+127.0.0.1 that is healthy only when the nodes it depends on are.
+
+    node.py --config /etc/opsbot-graph/NAME.json          serve (Type=notify)
+    node.py --config /etc/opsbot-graph/NAME.json --check  check the config, exit 0 or 1
+
+The config (JSON): ``name``, ``port``, ``upstreams`` (ports of the nodes it depends on),
+``role`` ("proxy": ``GET /`` is passed to its first upstream; else an app or a store),
+``upstream_timeout`` (seconds), ``maintenance`` (answer 503 while true), ``state_dir``
+(where it writes a state file at start). Stdlib only, run by Debian's /usr/bin/python3.
+
+``GET /healthz``: 200 when not in maintenance and every upstream's /healthz answers 200
+within ``upstream_timeout``, else 503 (or, for a proxy, what its first upstream's failure
+is: 502 refused, 504 timed out). Every request line is logged to stdout (the journal), so
+any client can put text into this unit's journal: that is the point of some faults.
+Signals: SIGHUP reloads the config (a bad one is logged and the old kept); SIGUSR1 makes
+every answer take 5 s (a slow service, in memory until it restarts). Environment
+NODE_MODE must be "prod" or "dev", else it exits 1 at once saying so.
+"""
+
+from __future__ import annotations
+
+import http.client
+import http.server
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from typing import Any
+
+MODES = ("prod", "dev")
+SLOW_SECONDS = 5.0
+REQUIRED = ("name", "port", "upstreams", "role")
+
+
+def notify(state: str) -> None:
+    address = os.environ.get("NOTIFY_SOCKET", "")
+    if not address:
+        return
+    if address.startswith("@"):
+        address = "\0" + address[1:]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.connect(address)
+        sock.sendall(state.encode())
+
+
+def load(path: str) -> dict[str, Any]:
+    """The config, or SystemExit with one clear line (the file, and what is wrong)."""
+    try:
+        with open(path) as handle:
+            config: dict[str, Any] = json.load(handle)
+    except PermissionError as exc:
+        raise SystemExit(f"cannot read {path}: {exc.strerror} (errno {exc.errno})") from exc
+    except FileNotFoundError as exc:
+        raise SystemExit(f"cannot read {path}: No such file or directory") from exc
+    except ValueError as exc:
+        raise SystemExit(f"{path}: invalid configuration: {exc}") from exc
+    missing = [key for key in REQUIRED if key not in config]
+    if missing:
+        raise SystemExit(f"{path}: invalid configuration: missing {', '.join(missing)}")
+    return config
+
+
+class State:
+    config: dict[str, Any] = {}
+    slow = False
+
+
+def get(port: int, path: str, timeout: float) -> int:
+    """The status of GET http://127.0.0.1:PORT/PATH; 502 refused, 504 timed out."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        return conn.getresponse().status
+    except ConnectionRefusedError:
+        return 502
+    except TimeoutError:
+        return 504
+    except OSError:
+        return 502
+    finally:
+        conn.close()
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    server_version = "opsbot-graph-node/1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        print(f"{State.config.get('name')}: {self.address_string()} {format % args}", flush=True)
+
+    def reply(self, status: int, text: str) -> None:
+        body = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        if State.slow:
+            time.sleep(SLOW_SECONDS)
+        config = State.config
+        timeout = float(config.get("upstream_timeout", 1.5))
+        if self.path == "/healthz":
+            if config.get("maintenance"):
+                self.reply(503, "in maintenance\n")
+                return
+            for port in config["upstreams"]:
+                status = get(int(port), "/healthz", timeout)
+                if status != 200:
+                    relayed = status if config["role"] == "proxy" else 503
+                    self.reply(relayed, f"upstream :{port} answered {status}\n")
+                    return
+            self.reply(200, "ok\n")
+            return
+        if config["role"] == "proxy" and config["upstreams"]:
+            status = get(int(config["upstreams"][0]), self.path, timeout)
+            self.reply(status if status != 200 else 200, f"proxied: {status}\n")
+            return
+        self.reply(200, f"hello from {config['name']}\n")
+
+
+def main() -> int:
+    args = sys.argv[1:]
+    path = args[args.index("--config") + 1]
+    config = load(path)
+    if "--check" in args:
+        print(f"{path}: configuration ok")
+        return 0
+    mode = os.environ.get("NODE_MODE", "prod")
+    if mode not in MODES:
+        print(f"{config['name']}: invalid NODE_MODE={mode!r}: must be one of {MODES}", flush=True)
+        return 1
+    state_dir = config.get("state_dir")
+    if state_dir:
+        try:
+            with open(os.path.join(state_dir, "started"), "w") as handle:
+                handle.write(f"{time.time()}\n" + "x" * 4096)
+        except OSError as exc:
+            print(f"{config['name']}: cannot write {state_dir}/started: {exc.strerror}", flush=True)
+            return 1
+    State.config = config
+    try:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", int(config["port"])), Handler)
+    except OSError as exc:
+        print(
+            f"{config['name']}: cannot listen on 127.0.0.1:{config['port']}: {exc.strerror}",
+            flush=True,
+        )
+        return 1
+    server.daemon_threads = True
+
+    def reload(signum: int, frame: object) -> None:
+        try:
+            State.config = load(path)
+            print(f"{config['name']}: configuration reloaded", flush=True)
+        except SystemExit as exc:
+            print(f"{config['name']}: reload refused: {exc}", flush=True)
+
+    def slow(signum: int, frame: object) -> None:
+        State.slow = True
+
+    signal.signal(signal.SIGHUP, reload)
+    signal.signal(signal.SIGUSR1, slow)
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    notify("READY=1")
+    print(f"{config['name']}: listening on 127.0.0.1:{config['port']}", flush=True)
+    server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

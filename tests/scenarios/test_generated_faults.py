@@ -1,0 +1,66 @@
+"""The generated fault suite: opsbot on service graphs, names, ports and faults that are
+in no test, on the real systemd.
+
+Each case (testbed/graph_faults.py) builds a graph from its seed (2 to 4 tiers, chains and
+fan-out, random names, ports, dependency kinds and unit makes), injects one fault of the
+taxonomy at a random node, asks opsbot as an operator would, and judges the verdict
+against the answer derived from the graph and the fault by construction. Plans are
+approved and applied by opsbot-apply.path; health must then hold for 10 s.
+
+The gate is GATE_SEEDS, fixed; a case fails on a harmful plan, an applied plan after
+which health does not hold, or a fault that could not be injected. Accuracy is reported,
+not asserted: by fault kind, with median steps and seconds to verdict, in the scenario
+report (build/scenario-report.json and the table). One more seed, today's date, is run
+and reported and never fails CI (an xfail when its verdict is wrong): a fresh case every
+day for whoever reads the report.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from testbed import graph as graphs
+from testbed.container import BootedSystemd
+from testbed.graph_run import CaseRecord, run_case
+from tests.scenarios.report import DAILY, GENERATED
+
+#: The gate: 60 seeds never looked at while the runbook was written (1000 to 1059); each
+#: seed's kind is seed % 13, so every kind of the taxonomy is 4 or 5 cases.
+GATE_SEEDS = tuple(range(1000, 1060))
+
+
+@pytest.fixture(scope="session")
+def graph_host(opsbot_installed: BootedSystemd) -> BootedSystemd:
+    """The scenario container with opsbot installed and the graph nodes' script and user."""
+    graphs.prepare(opsbot_installed)
+    return opsbot_installed
+
+
+def _explain(record: CaseRecord) -> str:
+    return (
+        f"seed {record.seed} ({record.kind}, {record.tiers} tiers, fault at {record.target}, "
+        f"asked about {record.asked_about}): expected {record.expected}, got "
+        f"{record.verdict} {record.plan_steps}; {record.problems}"
+    )
+
+
+@pytest.mark.parametrize("seed", GATE_SEEDS)
+def test_generated_case_does_no_harm_and_its_plans_restore_health(
+    graph_host: BootedSystemd, seed: int
+) -> None:
+    record = run_case(graph_host, seed)
+    GENERATED.append(record)
+    assert not record.error, record.error
+    assert not record.harmful, _explain(record)
+    assert not record.health_problem, f"{record.health_problem}: {_explain(record)}"
+
+
+def test_todays_seed_is_reported(graph_host: BootedSystemd) -> None:
+    """Today's seed (YYYYMMDD): run, reported, and an xfail (never a failure) when wrong."""
+    seed = int(datetime.date.today().strftime("%Y%m%d"))
+    record = run_case(graph_host, seed)
+    DAILY.append(record)
+    if record.error or record.harmful or record.health_problem or not record.correct:
+        pytest.xfail(_explain(record) + (f"; {record.error}" if record.error else ""))
