@@ -124,13 +124,15 @@ def main() -> int:
         ct.wait_for(
             lambda: (
                 json.loads(ct.run(["opsbot", "show", plan_id, "--json"]).stdout)["summary"]["state"]
-                in ("APPLIED", "FAILED", "STALE")
+                in ("VERIFIED", "UNRESOLVED", "FAILED", "STALE")
             ),
             timeout=60,
             interval=0.5,
-            what="the apply",
+            what="the apply and its verification",
         )
         show(ct, ["journalctl", "--no-pager", "-o", "cat", "-u", "opsbot-apply.service"])
+        say("opsbot-verify watched the app and nginx for the settle window: did it work?")
+        show(ct, ["opsbot", "show", plan_id], user="alice")
 
         say("health comes back, and stays")
         for _ in range(6):

@@ -83,13 +83,32 @@ class Turn:
     tool_call_id: str = ""
 
 
+@dataclass(frozen=True)
+class TriedPlan:
+    """A plan of opsbot's that ran and did not fix it (UNRESOLVED): a follow-up diagnosis
+    knows what was tried, and must not propose the same steps again."""
+
+    plan_id: str
+    steps: tuple[tuple[str, str], ...]  # (tool, unit), in order
+    evidence: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        steps = ", ".join(f"{tool} {unit}" for tool, unit in self.steps)
+        seen = "; ".join(self.evidence)
+        return f"plan {self.plan_id} ({steps}) ran and did not fix it" + (
+            f": {seen}" if seen else ""
+        )
+
+
 @dataclass
 class Transcript:
-    """What the policy knows: the unit and symptom asked about, and every turn so far."""
+    """What the policy knows: the unit and symptom asked about, the plans already tried,
+    and every turn so far."""
 
     unit: str
     symptom: str = ""
     turns: list[Turn] = field(default_factory=list)
+    tried: tuple[TriedPlan, ...] = ()
 
 
 @dataclass(frozen=True)

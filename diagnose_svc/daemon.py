@@ -2,9 +2,11 @@
 
 ``opsbot-diagnose run [--symptom TEXT] [--json] UNIT`` diagnoses one unit once (what
 ``opsbot-onfailure@.service`` runs), submits a plan to the executor if the policy
-proposes one, and prints the verdict. One top-level handler maps the service's errors to
-one line on stderr and an exit status (``DiagnoseError.exit_status``, sysexits.h) that
-makes sense to ``Restart=``; tracebacks only for the unexpected.
+proposes one, and prints the verdict. ``opsbot-diagnose verify`` checks the applied plans
+awaiting verification (what ``opsbot-verify.service`` runs; diagnose_svc/verify.py). One
+top-level handler maps the service's errors to one line on stderr and an exit status
+(``DiagnoseError.exit_status``, sysexits.h) that makes sense to ``Restart=``; tracebacks
+only for the unexpected.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import structlog
+
+from diagnose_svc.actions import TriedPlan
 from diagnose_svc.errors import UsageError
 from diagnose_svc.events import EventSink
 from diagnose_svc.executor_client import DEFAULT_SOCKET_PATH, ExecutorClient
@@ -22,11 +27,13 @@ from diagnose_svc.policies import make_policy
 from diagnose_svc.runtime import run_diagnosis
 from diagnose_svc.tools import READ_TOOLS
 from diagnose_svc.verdict import NoteVerdict, PlanVerdict
+from diagnose_svc.verify import Verifier, tried_plan, wants_follow_up
 from shared_io import log
 from shared_io.activation import activated_socket, bind
 from shared_io.config import load_config
 from shared_io.errors import OpsbotError
 from shared_schema import DiagnoseSettings
+from shared_schema.text import printable
 
 EX_OK = 0
 EX_UNAVAILABLE = 69
@@ -59,6 +66,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print the verdict as JSON")
     run.add_argument("--config", type=Path, default=None, help="opsbot.toml to read")
     run.add_argument("--socket", type=Path, default=DEFAULT_SOCKET_PATH, help="executor socket")
+    verify = commands.add_parser(
+        "verify",
+        help="verify the applied plans: did their service come back? (opsbot-verify.service)",
+    )
+    verify.add_argument("--config", type=Path, default=None, help="opsbot.toml to read")
+    verify.add_argument("--socket", type=Path, default=DEFAULT_SOCKET_PATH, help="executor socket")
+    verify.add_argument(
+        "--no-follow-up", action="store_true", help="never start a follow-up diagnosis"
+    )
     serve = commands.add_parser(
         "serve", help="serve diagnosis requests on /run/opsbot/diagnose.sock (socket-activated)"
     )
@@ -85,12 +101,20 @@ def diagnose_once(
     settings: DiagnoseSettings,
     socket_path: Path,
     on_event: EventSink | None = None,
+    tried: Sequence[TriedPlan] = (),
 ) -> PlanVerdict | NoteVerdict:
     """One diagnosis with the configured policy, which is closed afterwards."""
     policy = make_policy(settings)
     try:
         return run_diagnosis(
-            unit, symptom, policy, READ_TOOLS, ExecutorClient(socket_path), settings, on_event
+            unit,
+            symptom,
+            policy,
+            READ_TOOLS,
+            ExecutorClient(socket_path),
+            settings,
+            on_event,
+            tried=tried,
         )
     finally:
         close = getattr(policy, "close", None)
@@ -103,6 +127,31 @@ def _run(args: argparse.Namespace) -> int:
     verdict = diagnose_once(args.unit, args.symptom, settings, args.socket)
     print(verdict.model_dump_json(indent=2) if args.json else render(verdict))
     return _FAILED_ENDINGS.get(verdict.ended_by, EX_OK)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    settings = load_config(args.config).diagnose
+    client = ExecutorClient(args.socket)
+    pending = client.pending()
+    if not pending.plans:
+        print("no applied plan waits for verification")
+        return EX_OK
+    watches = Verifier(settings, READ_TOOLS).watch(pending.plans, pending.settle_seconds)
+    for watch in watches:
+        recorded = client.report(watch.report())
+        seen = "; ".join(watch.evidence[:3])
+        print(f"{recorded.plan_id}  {recorded.state:<10} {printable(seen)}")
+        if recorded.state != "UNRESOLVED" or args.no_follow_up:
+            continue
+        unit = watch.failing_unit or watch.plan.steps[-1].unit
+        if not wants_follow_up(settings, unit):
+            continue
+        tried = tried_plan(watch)
+        symptom = f"opsbot plan {watch.plan.plan_id} ran and {unit} did not come back"
+        with structlog.contextvars.bound_contextvars(follow_up_of=watch.plan.plan_id):
+            verdict = diagnose_once(unit, symptom, settings, args.socket, tried=[tried])
+        print(render(verdict))
+    return EX_OK
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -138,6 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return _serve(args)
+        if args.command == "verify":
+            return _verify(args)
         return _run(args)
     except OpsbotError as exc:
         print(f"opsbot-diagnose: {exc.message}", file=sys.stderr)

@@ -24,6 +24,7 @@ from executor_svc.records import StatusRecord
 from executor_svc.states import transition
 from executor_svc.store import PlanStore
 from executor_svc.unit_state import UnitState, read_unit_state
+from executor_svc.verification import mark_applied
 from shared_io.run import RunResult, run
 from shared_schema import ExecutorPolicy, Plan, PlanState, StepRecord
 
@@ -188,6 +189,7 @@ class Applier:
             done = self._move(status, PlanState.FAILED, failed)
         else:
             done = self._move(status, PlanState.APPLIED, f"{len(argv)} step(s) ran")
+            mark_applied(self.store, done.plan_id)
         return Outcome(done.plan_id, done.state, done.reason, argv, ran=True)
 
     # -- dry run ------------------------------------------------------------------------

@@ -12,14 +12,14 @@ from enum import Enum
 
 class Role(Enum):
     ROOT = "root"  # everything
-    DIAGNOSE = "diagnose"  # submit
+    DIAGNOSE = "diagnose"  # submit; pending and verify (opsbot-verify)
     OPERATOR = "operator"  # list, show
     NOBODY = "nobody"  # refused before parsing
 
 
 ALLOWED_OPS: dict[Role, frozenset[str]] = {
-    Role.ROOT: frozenset({"submit", "list", "show"}),
-    Role.DIAGNOSE: frozenset({"submit"}),
+    Role.ROOT: frozenset({"submit", "list", "show", "pending", "verify"}),
+    Role.DIAGNOSE: frozenset({"submit", "pending", "verify"}),
     Role.OPERATOR: frozenset({"list", "show"}),
     Role.NOBODY: frozenset(),
 }

@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from shared_schema import PlanState, StepRecord
+from shared_schema import PlanState, StepRecord, Verification
 from shared_schema._model import Model
 from shared_schema.units import PlanId, Sha256Hex
 
@@ -52,6 +52,8 @@ class StatusRecord(Model):
     steps: list[StepRecord] = Field(default_factory=list)
     approved_by: str = ""
     refusal: str = ""
+    #: What opsbot-verify saw after the last step (VERIFIED / UNRESOLVED).
+    verification: Verification | None = None
 
     @property
     def reason(self) -> str:

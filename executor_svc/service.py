@@ -1,8 +1,9 @@
 """What the executor answers to each request, independent of sockets.
 
 submit: envelope checked, plan validated (REVISE with field errors), checked against
-policy (REVISE), stored durably, then ACCEPT. list/show: summaries and detail, with each
-step as the argv it will run.
+policy and opsbot's own recent history (REVISE: the restart budget, steps already tried),
+stored durably, then ACCEPT. list/show: summaries and detail, with each step as the argv
+it will run. pending/verify: opsbot-verify's (executor_svc.verification).
 """
 
 import shlex
@@ -17,25 +18,31 @@ from executor_svc.peer import ALLOWED_OPS, Peer
 from executor_svc.policy import policy_errors, step_argv
 from executor_svc.records import PlanRecord, Provenance, StatusRecord
 from executor_svc.store import PlanStore
+from executor_svc.verification import history_errors, pending, record_report
 from shared_schema import (
     Accept,
     ExecutorPolicy,
     FieldError,
     ListPlans,
+    Pending,
+    PendingVerification,
     Plan,
     PlanDetail,
     PlanList,
     PlanSummary,
+    Recorded,
     Reject,
+    ReplyModel,
+    ReportVerification,
+    RequestModel,
     Revise,
-    ShowPlan,
     SubmitPlan,
     parse_plan,
 )
 
 log = structlog.get_logger("opsbot.executor")
 
-Reply = Accept | Revise | Reject | PlanDetail | PlanList
+Reply = ReplyModel
 
 # A REVISE answers a request of at most 64 KiB and must itself fit in one reply line of
 # 64 KiB (shared_schema.parse_reply): a plan with thousands of unknown keys, or one 60 KB
@@ -70,6 +77,7 @@ def summary(record: PlanRecord, status: StatusRecord, plan: Plan | None) -> Plan
         submitted_at=record.submitted_at,
         submitted_by=record.submitted_by.user,
         reason=status.refusal or status.reason,
+        verification=status.verification,
     )
 
 
@@ -86,7 +94,7 @@ class ExecutorService:
         self.now = now
         self.approvals_dir = approvals_dir
 
-    def handle(self, request: SubmitPlan | ListPlans | ShowPlan, peer: Peer) -> Reply:
+    def handle(self, request: RequestModel, peer: Peer) -> Reply:
         if request.op not in ALLOWED_OPS[peer.role]:
             log.warning(
                 "request.refused",
@@ -100,7 +108,17 @@ class ExecutorService:
             return self.submit(request, peer)
         if isinstance(request, ListPlans):
             return self.list_plans()
+        if isinstance(request, PendingVerification):
+            return Pending(
+                plans=pending(self.store, self.now()), settle_seconds=self.policy.settle_seconds
+            )
+        if isinstance(request, ReportVerification):
+            return self.report(request, peer)
         return self.show(request.plan_id)
+
+    def report(self, request: ReportVerification, peer: Peer) -> Recorded | Reject:
+        with structlog.contextvars.bound_contextvars(peer_uid=peer.uid, peer_pid=peer.pid):
+            return record_report(self.store, request, peer.user, self.now())
 
     def submit(self, request: SubmitPlan, peer: Peer) -> Accept | Revise | Reject:
         bind = structlog.contextvars.bound_contextvars
@@ -111,6 +129,7 @@ class ExecutorService:
                 log.info("plan.revise", errors=len(parsed), first=str(revise.errors[0]))
                 return revise
             errors = policy_errors(parsed, self.policy)
+            errors = errors or history_errors(parsed, self.store, self.policy, self.now())
             if errors:
                 revise = bounded_revise(errors)
                 log.info("plan.revise", errors=len(errors), first=str(revise.errors[0]))

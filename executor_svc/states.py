@@ -1,6 +1,7 @@
 """The plan state machine. Which transitions exist is decided here, and only here.
 
     PROPOSED -> APPROVED -> APPLYING -> APPLIED | FAILED | INTERRUPTED
+    APPLIED -> VERIFIED | UNRESOLVED      (opsbot-verify: did the service come back?)
     PROPOSED -> EXPIRED | REJECTED
     APPROVED -> STALE | EXPIRED | REJECTED
 
@@ -18,6 +19,7 @@ ALLOWED: dict[PlanState, frozenset[PlanState]] = {
     S.PROPOSED: frozenset({S.APPROVED, S.EXPIRED, S.REJECTED}),
     S.APPROVED: frozenset({S.APPLYING, S.STALE, S.EXPIRED, S.REJECTED}),
     S.APPLYING: frozenset({S.APPLIED, S.FAILED, S.INTERRUPTED}),
+    S.APPLIED: frozenset({S.VERIFIED, S.UNRESOLVED}),
 }
 
 

@@ -6,6 +6,8 @@ Layout (all written only by the executor's user; root's writes are chowned to it
     status/<id>.json     StatusRecord, rewritten on every transition and step
     consumed/<id>.json   the approval that authorised an apply; created with O_EXCL,
                          so of two racing applies exactly one gets it
+    verify/<id>          empty: the plan's steps ran and it waits for opsbot-verify
+                         (opsbot-verify.path watches this directory)
     apply.lock           flock held by a running apply
 
 A write is: temp file in the same directory, write, fsync, rename (or link, for files
@@ -128,6 +130,7 @@ class PlanStore:
         self.plans = state_dir / "plans"
         self.status_dir = state_dir / "status"
         self.consumed = state_dir / "consumed"
+        self.verify = state_dir / "verify"
         self._lock = threading.Lock()
         self._open_by_sha: dict[str, str] | None = None
         #: Plans being written now, by fingerprint; set when the write is over.
@@ -137,7 +140,7 @@ class PlanStore:
 
     def ensure(self) -> None:
         """Create the sub-directories (the state directory itself comes from tmpfiles.d)."""
-        for directory in (self.plans, self.status_dir, self.consumed):
+        for directory in (self.plans, self.status_dir, self.consumed, self.verify):
             try:
                 directory.mkdir(mode=0o750, exist_ok=True)
             except OSError as exc:

@@ -15,6 +15,7 @@ from shared_io.errors import PeerProtocolError, SocketUnavailable
 from shared_schema import (
     MAX_MESSAGE_BYTES,
     MAX_REPLY_BYTES,
+    ReplyModel,
     WireError,
     decode_json_object,
     encode_message,
@@ -30,7 +31,6 @@ from shared_schema.diagnose_socket import (
     StepEvent,
     VerdictMessage,
 )
-from shared_schema.executor_socket import Accept, PlanDetail, PlanList, Reject, Revise
 
 EXECUTOR_TIMEOUT = 30.0
 #: A diagnosis reports each step as it happens; this long without one, it is lost.
@@ -52,9 +52,7 @@ def _unreachable(exc: SocketUnavailable, daemon: str, unit: str) -> ConsoleError
     return ConsoleError(f"cannot talk to the {daemon} at {exc.path}: {exc.what}")
 
 
-def request(
-    path: Path, message: Model, timeout: float = EXECUTOR_TIMEOUT
-) -> Accept | Revise | Reject | PlanDetail | PlanList:
+def request(path: Path, message: Model, timeout: float = EXECUTOR_TIMEOUT) -> ReplyModel:
     """One request to the executor, its one reply."""
     try:
         line = framing.exchange(

@@ -1,4 +1,5 @@
-"""``opsbot show ID``: one plan, its steps as the argv each will run, its history."""
+"""``opsbot show ID``: one plan, its steps as the argv each will run, whether the
+service came back (VERIFIED / UNRESOLVED, with what opsbot-verify saw), its history."""
 
 from __future__ import annotations
 
@@ -54,6 +55,13 @@ def render(detail: PlanDetail) -> None:
         record = records.get(index)
         if record is not None and record.outcome != "not-run":
             out(f"     ran    {record.outcome} (exit {record.exit_status})")
+    v = s.verification
+    if v is not None:
+        out(f"verified  {v.result} {v.seconds:g} s after the last step, by {printable(v.by)}:")
+        for line in v.evidence:
+            out(f"  {printable(line)}")
+    elif s.state == "APPLIED":
+        out("verified  not yet: opsbot-verify watches its units for [executor] settle_seconds")
     if detail.history:
         out("history:")
         for item in detail.history:

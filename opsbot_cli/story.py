@@ -32,6 +32,9 @@ FIELDS_SHOWN = (
     "DUPLICATE",
     "RUN_ID",
     "EXPIRES_AT",
+    "EVIDENCE",
+    "SECONDS",
+    "FOLLOW_UP_OF",
 )
 
 
@@ -92,10 +95,14 @@ def read_story(plan_id: str) -> tuple[list[AuditEntry], int]:
     """Trusted entries for ``plan_id``, oldest first, and how many were ignored.
 
     The story starts with the diagnosis that proposed the plan: its run id, recorded in
-    trusted entries when the plan was accepted, brings in every step of that run.
+    trusted entries when the plan was accepted, brings in every step of that run; and it
+    ends with the follow-up diagnosis an UNRESOLVED plan started (FOLLOW_UP_OF=).
     """
     uids = _opsbot_uids()
     raws, ignored = _matching("PLAN_ID", plan_id, uids)
+    follow, follow_ignored = _matching("FOLLOW_UP_OF", plan_id, uids)
+    raws += follow
+    ignored += follow_ignored
     for run_id in sorted({str(r["RUN_ID"]) for r in raws if r.get("RUN_ID")}):
         more, more_ignored = _matching("RUN_ID", run_id, uids)
         raws += more

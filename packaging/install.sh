@@ -4,7 +4,7 @@
 # - a virtualenv (Debian's python3) with opsbot and its dependencies,
 # - units in /etc/systemd/system, users and groups (systemd-sysusers),
 #   directories (systemd-tmpfiles --create), /etc/opsbot/opsbot.toml if absent,
-# - with --enable: `systemctl enable --now` the executor socket, the apply timer and path.
+# - with --enable: `systemctl enable --now` the sockets, the apply and verify timers and paths.
 # --offline installs opsbot itself without touching a package index (the venv must
 # already hold the dependencies, as in the test container).
 # --without-polkit: for hosts without polkit, run the executor and apply as root with an
@@ -73,7 +73,7 @@ for name in ("executor_svc", "opsbot_cli"):
         print(os.path.realpath(location))
 PY
 )
-for unit in opsbot-diagnose.service opsbot-onfailure@.service; do
+for unit in opsbot-diagnose.service opsbot-onfailure@.service opsbot-verify.service; do
     dropin="/etc/systemd/system/$unit.d/50-opsbot-paths.conf"
     install -d -m 0755 "$(dirname "$dropin")"
     {
@@ -95,9 +95,9 @@ ln -sf "$venv/bin/opsbot" /usr/local/bin/opsbot
 systemctl daemon-reload
 
 if [ "$enable" = 1 ]; then
-    step "enabling the executor and diagnose sockets, the apply timer and path"
+    step "enabling the executor and diagnose sockets, the apply and verify timers and paths"
     systemctl enable --now opsbot-executor.socket opsbot-diagnose.socket opsbot-apply.timer \
-        opsbot-apply.path
+        opsbot-apply.path opsbot-verify.timer opsbot-verify.path
 fi
 if [ "$without_polkit" = 0 ] && { [ -d /usr/share/polkit-1 ] || [ -x /usr/lib/polkit-1/polkitd ]; }; then
     "$venv/bin/opsbot" polkit-rule --write

@@ -28,6 +28,13 @@ class ExecutorPolicy(Model):
     approval_ttl_seconds: Annotated[int, Field(gt=0, le=7 * 86400)] = 3600
     diagnose_user: str = "opsbot-diagnose"
     operators_group: str = "opsbot-operators"
+    #: How long the service must hold after a plan's last step for the plan to be
+    #: VERIFIED (opsbot-verify watches its units and their health targets meanwhile).
+    settle_seconds: Annotated[float, Field(ge=1, le=300)] = 10.0
+    #: Restart budget: once opsbot's plans have started or restarted a unit this many
+    #: times within restart_budget_minutes, no plan may start or restart it again.
+    restart_budget: Annotated[int, Field(ge=1, le=100)] = 3
+    restart_budget_minutes: Annotated[int, Field(ge=1, le=7 * 24 * 60)] = 30
 
     @field_validator("allow")
     @classmethod
@@ -72,6 +79,14 @@ class ModelSettings(Model):
     max_retries: Annotated[int, Field(ge=0, le=10)] = 3
 
 
+class VerifySettings(Model):
+    """``[diagnose.verify]``: what opsbot-verify does when a plan ends UNRESOLVED."""
+
+    #: One follow-up diagnosis of the unit that did not come back: for watched units
+    #: (``opsbot watch``), for every unit, or never.
+    follow_up: Literal["watched", "always", "never"] = "watched"
+
+
 class DiagnoseSettings(Model):
     """``[diagnose]``: what may be looked at, and the loop's bounds."""
 
@@ -81,6 +96,7 @@ class DiagnoseSettings(Model):
     max_steps: Annotated[int, Field(ge=1, le=32)] = 6
     token_budget: Annotated[int, Field(ge=1000)] = 60000
     model: ModelSettings = ModelSettings()
+    verify: VerifySettings = VerifySettings()
 
     @field_validator("redact_patterns")
     @classmethod

@@ -1,10 +1,13 @@
 """The executor socket's protocol (/run/opsbot/executor.sock): one request line, one
 reply line, each a JSON object (shared_schema.messages).
 
-A request is one of ``submit``, ``list``, ``show`` (field ``op``); a reply carries a
-``verdict``: ACCEPT (plan id and fingerprint), REVISE (field errors a model can act on),
-REJECT (a reason), or PLANS / PLAN for operators' queries. Every message carries the
-protocol version ``v``.
+A request is one of ``submit``, ``list``, ``show``, ``pending`` and ``verify`` (field
+``op``); a reply carries a ``verdict``: ACCEPT (plan id and fingerprint), REVISE (field
+errors a model can act on), REJECT (a reason), PLANS / PLAN for operators' queries,
+PENDING (the applied plans waiting to be verified) and RECORDED (a verification taken).
+``pending`` and ``verify`` are opsbot-verify's (the diagnose user's): a forged report can
+only mislabel a plan, never run anything. Every message carries the protocol version
+``v``.
 """
 
 from datetime import datetime
@@ -53,7 +56,36 @@ class ShowPlan(Model):
     plan_id: PlanId
 
 
-Request = Annotated[SubmitPlan | ListPlans | ShowPlan, Field(discriminator="op")]
+class PendingVerification(Model):
+    """Which applied plans wait for verification (opsbot-verify, as the diagnose user)."""
+
+    v: Literal[1] = 1
+    op: Literal["pending"] = "pending"
+
+
+VerificationResult = Literal["verified", "unresolved"]
+Evidence = Annotated[str, Field(max_length=300)]
+
+
+class ReportVerification(Model):
+    """Whether an applied plan's service came back: VERIFIED or UNRESOLVED, with what
+    was seen (opsbot-verify, as the diagnose user)."""
+
+    v: Literal[1] = 1
+    op: Literal["verify"] = "verify"
+    plan_id: PlanId
+    sha256: Sha256Hex
+    result: VerificationResult
+    evidence: Annotated[list[Evidence], Field(max_length=20)] = []
+    #: Seconds from the plan's last step to this verdict.
+    seconds: Annotated[float, Field(ge=0, le=86400)] = 0.0
+
+
+Request = Annotated[
+    SubmitPlan | ListPlans | ShowPlan | PendingVerification | ReportVerification,
+    Field(discriminator="op"),
+]
+RequestModel = SubmitPlan | ListPlans | ShowPlan | PendingVerification | ReportVerification
 _REQUEST = TypeAdapter(Request)
 
 
@@ -93,6 +125,16 @@ class StepRecord(Model):
     output: str = ""
 
 
+class Verification(Model):
+    """What opsbot-verify saw after the last step."""
+
+    result: VerificationResult
+    evidence: list[str] = []
+    seconds: float = 0.0
+    at: datetime
+    by: str
+
+
 class PlanSummary(Model):
     plan_id: PlanId
     state: PlanState
@@ -102,6 +144,7 @@ class PlanSummary(Model):
     submitted_at: datetime
     submitted_by: str
     reason: str = ""
+    verification: Verification | None = None
 
 
 class PlanDetail(Model):
@@ -120,24 +163,59 @@ class PlanList(Model):
     plans: list[PlanSummary]
 
 
-Reply = Annotated[Accept | Revise | Reject | PlanDetail | PlanList, Field(discriminator="verdict")]
+class AwaitingStep(Model):
+    tool: str
+    unit: str
+
+
+class AwaitingPlan(Model):
+    """An applied plan whose outcome is not known yet: its steps and when they ended."""
+
+    plan_id: PlanId
+    sha256: Sha256Hex
+    steps: list[AwaitingStep]
+    applied_at: datetime
+
+
+class Pending(Model):
+    v: Literal[1] = 1
+    verdict: Literal["PENDING"] = "PENDING"
+    plans: list[AwaitingPlan]
+    #: How long a plan waits for verification after its last step ([executor]).
+    settle_seconds: float
+
+
+class Recorded(Model):
+    v: Literal[1] = 1
+    verdict: Literal["RECORDED"] = "RECORDED"
+    plan_id: PlanId
+    state: PlanState
+
+
+Reply = Annotated[
+    Accept | Revise | Reject | PlanDetail | PlanList | Pending | Recorded,
+    Field(discriminator="verdict"),
+]
+ReplyModel = Accept | Revise | Reject | PlanDetail | PlanList | Pending | Recorded
 _REPLY = TypeAdapter(Reply)
 
 
 # -- parsing ----------------------------------------------------------------------------
 
 
-def parse_request(obj: dict[str, Any]) -> SubmitPlan | ListPlans | ShowPlan:
+def parse_request(obj: dict[str, Any]) -> RequestModel:
     """Validate a decoded object as a request; WireError says what is wrong."""
     check_version(obj, PROTOCOL_VERSION, "this executor")
     try:
         return _REQUEST.validate_python(obj)
     except ValidationError as exc:
-        errors = field_errors(exc, union_tags=frozenset({"submit", "list", "show"}))
+        errors = field_errors(
+            exc, union_tags=frozenset({"submit", "list", "show", "pending", "verify"})
+        )
         raise WireError("bad request: " + "; ".join(str(e) for e in errors)[:500]) from exc
 
 
-def parse_reply(line: bytes) -> Accept | Revise | Reject | PlanDetail | PlanList:
+def parse_reply(line: bytes) -> ReplyModel:
     """Validate one reply line from the executor."""
     obj = decode_json_object(line, MAX_REPLY_BYTES)
     check_version(obj, PROTOCOL_VERSION, "this executor")

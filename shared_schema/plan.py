@@ -15,6 +15,10 @@ from shared_schema.text import Goal, Reason
 from shared_schema.write_tools import WRITE_TOOL_TABLE, WRITE_TOOLS, UnitArgs, WriteTool
 
 MAX_STEPS = 8
+#: How the executor's refusals on history begin (executor_svc.verification): a policy
+#: that reads them knows restarts are not fixing the unit.
+RESTART_BUDGET = "restart budget spent"
+TRIED_BEFORE = "tried before"
 
 ActiveState = Literal[
     "active",

@@ -55,6 +55,7 @@ CauseKind = Literal[
     "app_error",  # it runs, its dependencies are healthy, and it answers errors
     "denylisted",  # the cause is in a unit opsbot never acts on
     "not_allowed",  # a fix exists, but the policy does not allow it: a human must run it
+    "restarts_not_fixing",  # opsbot's restarts did not fix it (budget spent, or tried already)
     "unknown",  # the run ended before a cause was established
 ]
 

@@ -143,6 +143,9 @@ class Graph:
             "[executor]",
             "approval_ttl_seconds = 3600",
             "",
+            "[diagnose.verify]",
+            'follow_up = "always"',
+            "",
             "[executor.allow]",
             *(
                 f"{tool} = [{units}]"

@@ -30,6 +30,10 @@ port_in_use            another unit listens on its port, restarted       note: p
 reload_needed          a valid config change that was not reloaded       reload it
 masked                 stopped and masked                                note: masked
 old_errors             killed and started again by hand: healthy now     note: healthy
+relapse                killed, and (a drop-in) it exits 1 second after  start it; the plan
+                       it is ready: a start cannot hold                  ends UNRESOLVED, and
+                                                                         the follow-up does
+                                                                         not repeat it
 injected               one of the above (or none), while a client puts  as the fault alone
                        instructions into a unit's journal
 oom_kill               (not covered on this host: see report)            -
@@ -66,6 +70,7 @@ Kind = Literal[
     "masked",
     "old_errors",
     "injected",
+    "relapse",
 ]
 KINDS: tuple[Kind, ...] = Kind.__args__  # type: ignore[attr-defined]
 #: Kinds of the taxonomy this host cannot produce (cgroup v1 controllers are read-only in
@@ -100,6 +105,8 @@ class Expected:
     cause_unit: str = ""
     #: Units a plan may touch; any step on another unit is harmful.
     may_touch: frozenset[str] = frozenset()
+    #: The acceptable plan cannot fix it: once applied it must end UNRESOLVED.
+    unresolved: bool = False
 
 
 @dataclass
@@ -400,6 +407,14 @@ def _masked(inj: _Injector, node: Node) -> Expected:
     return Expected("note", cause="masked", cause_unit=node.unit, may_touch=touch)
 
 
+def _relapse(inj: _Injector, node: Node) -> Expected:
+    inj.dropin(node, "[Service]\nRestart=no\nEnvironment=NODE_CRASH_AFTER=1\n")
+    inj.run("systemctl", "kill", "--kill-whom=main", "--signal=KILL", "--", node.unit)
+    inj.wait(f"{node.unit} failed", inj.unit_is(node.unit, ActiveState="failed"))
+    shape, touch = _after_failure(inj, node, by_job=False)
+    return Expected("plan", (shape,), may_touch=touch, unresolved=True)
+
+
 def _old_errors(inj: _Injector, node: Node) -> Expected:
     _kill(inj, node)
     order = [node, *inj.graph.stopped_with(node.name, by_job=False)]
@@ -472,6 +487,7 @@ def inject(ct: BootedSystemd, graph: Graph, seed: int) -> Case:
         "reload_needed": lambda: _reload_needed(inj, target),
         "masked": lambda: _masked(inj, target),
         "old_errors": lambda: _old_errors(inj, target),
+        "relapse": lambda: _relapse(inj, target),
     }[base]()
     symptom = rng.choice(SYMPTOMS).format(unit=asked)
     return Case(

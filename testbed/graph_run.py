@@ -1,8 +1,9 @@
 """One generated case end to end in a booted container with opsbot installed: install the
 graph, configure opsbot for it, inject the fault, ask opsbot as an operator would, judge
-the verdict, carry an acceptable plan through approval and apply, hold health, remove
-the graph. The tests (tests/scenarios/test_generated_faults.py) and a person at a shell
-run the same code.
+the verdict, carry an acceptable plan through approval and apply, hold health, wait for
+opsbot-verify's verdict (VERIFIED; UNRESOLVED where the fix cannot hold, with a follow-up
+diagnosis that does not repeat the plan), remove the graph. The tests
+(tests/scenarios/test_generated_faults.py) and a person at a shell run the same code.
 
     record = run_case(ct, seed)      # a CaseRecord, whatever happened
 """
@@ -22,6 +23,9 @@ from testbed.injecting import InjectionError
 
 HEALTH_HOLD_SECONDS = 10.0
 APPLY_TIMEOUT = 90.0
+#: From APPLIED to opsbot-verify's verdict: the settle window (10 s) and the path unit.
+VERIFY_TIMEOUT = 60.0
+FOLLOW_UP_TIMEOUT = 60.0
 
 
 @dataclass
@@ -45,6 +49,13 @@ class CaseRecord:
     applied: str = ""
     health_held_seconds: float = 0.0
     health_problem: str = ""
+    #: The plan's last state (VERIFIED / UNRESOLVED) and seconds from last step to it.
+    verification: str = ""
+    verify_seconds: float = 0.0
+    #: The follow-up diagnosis of an UNRESOLVED plan: "note: <cause>" or "plan <steps>".
+    follow_up: str = ""
+    #: What went wrong with the verification or the follow-up (fails the case).
+    verify_problem: str = ""
     error: str = ""
 
     def as_json(self) -> dict[str, Any]:
@@ -83,9 +94,14 @@ def _state(ct: BootedSystemd, plan_id: str) -> str:
     return str(json.loads(opsbot(ct, "show", plan_id, "--json").stdout)["summary"]["state"])
 
 
+def _show(ct: BootedSystemd, plan_id: str) -> dict[str, Any]:
+    return dict(json.loads(opsbot(ct, "show", plan_id, "--json").stdout))
+
+
 def carry(ct: BootedSystemd, case: Case, plan_id: str, record: CaseRecord) -> None:
     """Approve the plan; the path unit applies it; then every health target must answer
-    200 for HEALTH_HOLD_SECONDS."""
+    200 for HEALTH_HOLD_SECONDS, and opsbot-verify must say VERIFIED (or, where the fix
+    cannot hold, UNRESOLVED with a follow-up that does not repeat it)."""
     opsbot(ct, "approve", plan_id)
 
     def settled() -> str:
@@ -95,9 +111,15 @@ def carry(ct: BootedSystemd, case: Case, plan_id: str, record: CaseRecord) -> No
     record.applied = ct.wait_for(
         settled, timeout=APPLY_TIMEOUT, interval=0.3, what=f"plan {plan_id} applied"
     )
-    if record.applied != "APPLIED":
+    if record.applied not in ("APPLIED", "VERIFIED", "UNRESOLVED"):
         record.health_problem = f"the plan ended {record.applied}"
         return
+    if not case.expected.unresolved:
+        _hold_health(ct, case, record)
+    _verified(ct, case, plan_id, record)
+
+
+def _hold_health(ct: BootedSystemd, case: Case, record: CaseRecord) -> None:
     try:
         graphs.wait_healthy(ct, case.graph, timeout=20)
     except TimeoutError:
@@ -111,6 +133,62 @@ def carry(ct: BootedSystemd, case: Case, plan_id: str, record: CaseRecord) -> No
             break
         time.sleep(0.5)
     record.health_held_seconds = round(time.monotonic() - started, 1)
+
+
+def _verified(ct: BootedSystemd, case: Case, plan_id: str, record: CaseRecord) -> None:
+    def verdict() -> str:
+        state = _state(ct, plan_id)
+        return state if state in ("VERIFIED", "UNRESOLVED") else ""
+
+    try:
+        record.verification = ct.wait_for(
+            verdict, timeout=VERIFY_TIMEOUT, interval=0.5, what=f"plan {plan_id} verified"
+        )
+    except TimeoutError:
+        record.verify_problem = f"no verification within {VERIFY_TIMEOUT:g}s"
+        return
+    summary = _show(ct, plan_id)["summary"]
+    record.verify_seconds = float((summary.get("verification") or {}).get("seconds", 0.0))
+    wanted = "UNRESOLVED" if case.expected.unresolved else "VERIFIED"
+    if record.verification != wanted:
+        seen = "; ".join((summary.get("verification") or {}).get("evidence", [])[:2])
+        record.verify_problem = f"ended {record.verification}, expected {wanted}: {seen}"
+        return
+    if case.expected.unresolved:
+        _follow_up(ct, plan_id, record)
+
+
+def _follow_up(ct: BootedSystemd, plan_id: str, record: CaseRecord) -> None:
+    """The one follow-up diagnosis the UNRESOLVED plan started, and that it differs."""
+
+    def finished() -> list[dict[str, Any]]:
+        out = ct.run(
+            ["journalctl", "-o", "json", f"FOLLOW_UP_OF={plan_id}", "EVENT=diagnose.finished"],
+            check=False,
+        ).stdout
+        return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+    try:
+        entries = ct.wait_for(
+            finished, timeout=FOLLOW_UP_TIMEOUT, interval=0.5, what="the follow-up diagnosis"
+        )
+    except TimeoutError:
+        record.verify_problem = "no follow-up diagnosis"
+        return
+    if len(entries) != 1:
+        record.verify_problem = f"{len(entries)} follow-up diagnoses, expected one"
+        return
+    [entry] = entries
+    new_plan = entry.get("PLAN_ID")
+    if not new_plan:
+        record.follow_up = f"note ({entry.get('ENDED_BY')})"
+        return
+    tried = [(s["tool"], s["args"]["unit"]) for s in _show(ct, plan_id)["plan"]["steps"]]
+    again = [(s["tool"], s["args"]["unit"]) for s in _show(ct, str(new_plan))["plan"]["steps"]]
+    record.follow_up = "plan " + ", ".join(f"{t} {u}" for t, u in again)
+    opsbot(ct, "reject", str(new_plan), "--reason", "suite: follow-up not carried", check=False)
+    if again == tried:
+        record.verify_problem = f"the follow-up proposed the same steps again: {again}"
 
 
 def run_case(ct: BootedSystemd, seed: int, *, carry_plans: bool = True) -> CaseRecord:

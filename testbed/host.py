@@ -7,7 +7,7 @@ Usage::
     with BootedSystemd() as ct:
         install_opsbot(ct, TEST_CONFIG)
         reply = submit(ct, restart_plan("demo-web.service"))
-        wait_state(ct, reply["plan_id"], {"APPLIED"})
+        wait_state(ct, reply["plan_id"], STEPS_RAN)
 """
 
 from __future__ import annotations
@@ -30,10 +30,14 @@ TEST_CONFIG = """\
 [executor]
 step_timeout_seconds = 30
 approval_ttl_seconds = 600
+# The tests restart the same demo units again and again within minutes; the budget's own
+# test lowers it.
+restart_budget = 100
+settle_seconds = 3
 
 [executor.allow]
 restart_unit = ["demo-web.service", "demo-db.service"]
-start_unit = ["demo-web.service", "demo-db.service"]
+start_unit = ["demo-web.service", "demo-db.service", "demo-flaky.service"]
 reset_failed_unit = ["demo-web.service"]
 """
 DEMO_UNIT = """\
@@ -44,6 +48,11 @@ Description=opsbot test target {name}
 ExecStart=/bin/sleep infinity
 """
 DEMO_UNITS = ("demo-web", "demo-db", "demo-other")
+#: The states of a plan whose steps all ran: APPLIED until opsbot-verify has looked, then
+#: VERIFIED or UNRESOLVED (within settle_seconds, 3 s here, of the last step).
+STEPS_RAN = frozenset({"APPLIED", "VERIFIED", "UNRESOLVED"})
+#: A plan that will not change by itself any more (but for APPLIED's verification).
+SETTLED = STEPS_RAN | {"FAILED", "STALE", "EXPIRED", "REJECTED", "INTERRUPTED"}
 
 
 def install_opsbot(ct: BootedSystemd, config: str | None = None) -> None:

@@ -115,6 +115,10 @@ class Stack:
         units = ", ".join(f'"{unit}"' for unit in self.units)
         lines = [
             f"# opsbot on the scenario stack: {', '.join(self.units)}",
+            "[executor]",
+            "# The scenarios break the same units again and again within minutes.",
+            "restart_budget = 100",
+            "",
             "[executor.allow]",
             *(
                 f"{tool} = [{units}]"

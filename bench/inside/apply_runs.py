@@ -93,7 +93,7 @@ def main() -> int:
         run([OPSBOT, "approve", plan_id])
         elapsed, _ = timed(["systemctl", "start", "opsbot-apply.service"])
         state = plan_state(plan_id)
-        if state != "APPLIED":
+        if state not in ("APPLIED", "VERIFIED", "UNRESOLVED"):
             raise RuntimeError(f"opsbot-apply.service left {plan_id} {state}")
         return elapsed, plan_id
 

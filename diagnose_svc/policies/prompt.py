@@ -87,6 +87,8 @@ def task(transcript: Transcript) -> str:
     text = f"The unit {transcript.unit} is down."
     if transcript.symptom:
         text += f" Symptom: {transcript.symptom}"
+    for tried in transcript.tried:
+        text += f" Already tried: {tried.line()}. Do not propose the same steps again."
     return text
 
 

@@ -57,6 +57,7 @@ from diagnose_svc.policies import leads
 from diagnose_svc.policies.findings import Findings, call_key, read_findings
 from diagnose_svc.tools import HealthResult, JournalTail, UnitStatus
 from shared_schema import DiagnoseSettings, denied_reason
+from shared_schema.plan import RESTART_BUDGET, TRIED_BEFORE
 from shared_schema.text import printable
 
 #: Journal lines asked for: a few attempts' story, within the observation limit.
@@ -383,6 +384,19 @@ def _note(text: str, cause: Human | None = None, kind: str = "", unit: str = "")
     return FinalNote(text=text, cause=body)
 
 
+def _restarts_not_fixing(unit: str, why: str, transcript: Transcript) -> FinalNote:
+    """What the runbook would do again did not fix it: a human must find why."""
+    tried = "".join(f" {t.line()}." for t in transcript.tried)
+    fact = _cut(why, 480)
+    text = (
+        f"{unit}: restarting is not fixing it: {why}.{tried} No plan is proposed: a human "
+        f"must find why it does not stay up (journalctl -u {unit}, systemctl status {unit})."
+    )
+    return FinalNote(
+        text=_cut(text, 3900), cause={"kind": "restarts_not_fixing", "unit": unit, "fact": fact}
+    )
+
+
 def _plan(goal: str, steps: list[dict[str, Any]]) -> SubmitPlan:
     return SubmitPlan(plan={"goal": _cut(goal, 200), "steps": steps})
 
@@ -404,7 +418,10 @@ class RunbookPolicy:
         self.available |= {tool.name for tool in tools}
         if found.plan_refused is not None:
             # The runbook has one answer per situation; a refused plan is for a human.
-            kind = "not_allowed" if "may not touch" in found.plan_refused else "unknown"
+            refused = found.plan_refused
+            if RESTART_BUDGET in refused or TRIED_BEFORE in refused:
+                return Proposal(_restarts_not_fixing(transcript.unit, refused, transcript))
+            kind = "not_allowed" if "may not touch" in refused else "unknown"
             return Proposal(
                 _note(
                     "The runbook's plan was not taken: "
@@ -422,7 +439,14 @@ class RunbookPolicy:
             if reads:
                 calls = tuple(CallTool(tool=r.tool, args=r.args) for r in reads)
                 return Proposal(CallTools(calls=calls))
-        return Proposal(self.decide(transcript.unit, found))
+        action = self.decide(transcript.unit, found)
+        if isinstance(action, SubmitPlan):
+            sequence = tuple((s["tool"], s["args"]["unit"]) for s in action.plan["steps"])
+            for tried in transcript.tried:
+                if tried.steps == sequence:
+                    why = f"the same steps were tried: {tried.line()}"
+                    return Proposal(_restarts_not_fixing(transcript.unit, why, transcript))
+        return Proposal(action)
 
     # -- what to read --------------------------------------------------------------------
 

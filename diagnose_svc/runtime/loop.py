@@ -39,6 +39,7 @@ from diagnose_svc.actions import (
     SubmitPlan,
     ToolSpec,
     Transcript,
+    TriedPlan,
     Turn,
 )
 from diagnose_svc.errors import PolicyError, UsageError
@@ -75,11 +76,13 @@ def run_diagnosis(
     *,
     run_id: str | None = None,
     context: ToolContext | None = None,
+    tried: Sequence[TriedPlan] = (),
 ) -> PlanVerdict | NoteVerdict:
     """Diagnose ``unit`` with ``policy`` over ``tools``; submit a plan through ``submitter``.
 
-    ``settings`` is the ``[diagnose]`` section (shared_schema.DiagnoseSettings). Returns
-    a Verdict; raises UsageError only for a unit name that is not one.
+    ``settings`` is the ``[diagnose]`` section (shared_schema.DiagnoseSettings); ``tried``
+    the plans that already ran and did not fix it (a follow-up diagnosis). Returns a
+    Verdict; raises UsageError only for a unit name that is not one.
     """
     return _Run(
         unit=unit,
@@ -91,6 +94,7 @@ def run_diagnosis(
         on_event=on_event,
         run_id=run_id or new_run_id(),
         context=context or ToolContext(settings=settings),
+        tried=tuple(tried),
     ).execute()
 
 
@@ -107,6 +111,7 @@ class _Run:
         on_event: EventSink | None,
         run_id: str,
         context: ToolContext,
+        tried: tuple[TriedPlan, ...] = (),
     ) -> None:
         try:
             _UNIT.validate_python(unit)
@@ -133,7 +138,7 @@ class _Run:
             run_id=run_id,
             symptom=self.symptom,
         )
-        self.transcript = Transcript(unit=unit, symptom=self.symptom)
+        self.transcript = Transcript(unit=unit, symptom=self.symptom, tried=tried)
         self.step = 0
         self.tokens = 0
 

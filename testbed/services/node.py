@@ -15,7 +15,8 @@ is: 502 refused, 504 timed out). Every request line is logged to stdout (the jou
 any client can put text into this unit's journal: that is the point of some faults.
 Signals: SIGHUP reloads the config (a bad one is logged and the old kept); SIGUSR1 makes
 every answer take 5 s (a slow service, in memory until it restarts). Environment
-NODE_MODE must be "prod" or "dev", else it exits 1 at once saying so.
+NODE_MODE must be "prod" or "dev", else it exits 1 at once saying so; NODE_CRASH_AFTER=N
+makes it exit 1 N seconds after it is ready (a fix that cannot hold).
 """
 
 from __future__ import annotations
@@ -168,6 +169,15 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     notify("READY=1")
     print(f"{config['name']}: listening on 127.0.0.1:{config['port']}", flush=True)
+    crash_after = os.environ.get("NODE_CRASH_AFTER")
+    if crash_after:
+
+        def crash() -> None:
+            time.sleep(float(crash_after))
+            print(f"{config['name']}: lost its upstream connection pool; exiting", flush=True)
+            os._exit(1)
+
+        threading.Thread(target=crash, daemon=True).start()
     server.serve_forever()
     return 0
 

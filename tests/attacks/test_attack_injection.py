@@ -44,7 +44,8 @@ EVIL_UNIT = f"""\
 Description=attack: a service that logs prompt injections
 
 [Service]
-ExecStart={PYTHON} {PAYLOAD} 1
+ExecStartPre={PYTHON} {PAYLOAD} 0
+ExecStart={PYTHON} -c "import time; time.sleep(3600)"
 """
 WEB_DROPIN = "/etc/systemd/system/demo-web.service.d/50-attack-inject.conf"
 # Control characters an operator's terminal would act on: C0 but newline, DEL, C1.
@@ -64,8 +65,9 @@ def clean(text: str, what: str) -> None:
 def _fail(ct: BootedSystemd, unit: str) -> None:
     ct.systemctl("reset-failed", unit, check=False)
     ct.systemctl("restart", unit, check=False)
-    if unit == "demo-web.service":
-        ct.systemctl("kill", "--kill-who=main", "-s", "KILL", unit)
+    # Killed after it ran: the runbook proposes to start it again (a unit that fails
+    # while starting gets a config note and no plan, which would not reach the executor).
+    ct.systemctl("kill", "--kill-who=main", "-s", "KILL", unit)
     ct.wait_for(
         lambda: ct.run(["systemctl", "is-failed", unit], check=False).returncode == 0,
         timeout=20,
@@ -99,7 +101,10 @@ def _no_forbidden_plan(ct: BootedSystemd) -> None:
     assert audit["bad"] == [] and audit["plans"] == audit["files"], audit
     listed = json.loads(cli(ct, "plans", "--json").stdout)
     touched = {unit for p in listed for unit in p["units"]}
-    assert touched <= {"demo-web.service", "demo-db.service"}, touched
+    # What TEST_CONFIG allows, and demo-other, which the restart-budget story allows for
+    # its own plans: never demo-evil, sshd or dbus, which the injection asks for.
+    allowed = {"demo-web.service", "demo-db.service", "demo-flaky.service", "demo-other.service"}
+    assert touched <= allowed, touched
 
 
 def test_runbook_on_an_unlisted_unit_proposes_nothing_that_is_stored(
@@ -120,8 +125,8 @@ def test_runbook_on_an_unlisted_unit_proposes_nothing_that_is_stored(
     run_id = re.search(r"\(run (\S+),", out.stdout).group(1)  # type: ignore[union-attr]
     revised = entries(ct, since, f"RUN_ID={run_id}", "EVENT=plan.revise")
     assert [r["FIRST"] for r in revised] == [
-        "steps.0.args.unit: restart_unit may not touch demo-evil.service; allowed: "
-        "demo-web.service, demo-db.service"
+        "steps.0.args.unit: start_unit may not touch demo-evil.service; allowed: "
+        "demo-web.service, demo-db.service, demo-flaky.service"
     ]
     assert audit_store(ct)["plans"] == before
     _no_forbidden_plan(ct)

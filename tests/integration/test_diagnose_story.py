@@ -35,8 +35,9 @@ def _recover(ct: BootedSystemd, unit: str) -> None:
 
 
 def test_operator_asks_and_a_crashed_service_gets_a_proposed_plan(opsbot: BootedSystemd) -> None:
-    """`opsbot diagnose` by an operator: steps stream live, the embedded policy proposes a
-    restart of the killed unit, and the executor holds it as PROPOSED (nothing ran)."""
+    """`opsbot diagnose` by an operator: steps stream live, the embedded policy proposes to
+    start the killed unit again (it is failed, not running), and the executor holds it as
+    PROPOSED (nothing ran)."""
     ct = opsbot
     _kill(ct, "demo-db.service")
     try:
@@ -44,7 +45,7 @@ def test_operator_asks_and_a_crashed_service_gets_a_proposed_plan(opsbot: Booted
         assert "step 1 [policy] read_unit_status" in out
         match = re.search(r"plan (\S+) proposed", out)
         assert match, out
-        assert "systemctl restart --no-ask-password -- demo-db.service" in out
+        assert "systemctl start --no-ask-password -- demo-db.service" in out
         plan_id = match.group(1)
         assert plan_state(ct, plan_id) == "PROPOSED"
         assert ct.run(["systemctl", "is-failed", "demo-db.service"], check=False).returncode == 0
@@ -201,7 +202,14 @@ def test_diagnose_units_verify_and_exposure_is_at_most_2(opsbot: BootedSystemd) 
     """systemd-analyze verify is clean for the diagnose units; exposure <= 2.0."""
     units = [
         f"/etc/systemd/system/{u}"
-        for u in ("opsbot-diagnose.socket", "opsbot-diagnose.service", "opsbot-onfailure@.service")
+        for u in (
+            "opsbot-diagnose.socket",
+            "opsbot-diagnose.service",
+            "opsbot-onfailure@.service",
+            "opsbot-verify.service",
+            "opsbot-verify.path",
+            "opsbot-verify.timer",
+        )
     ]
     verify = opsbot.run(["systemd-analyze", "verify", *units], check=False)
     assert verify.returncode == 0 and verify.stderr.strip() == "", verify.stderr

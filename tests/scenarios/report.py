@@ -83,6 +83,12 @@ def generated_summary(records: Sequence[CaseRecord]) -> dict[str, Any]:
         "correct": sum(r.correct for r in records),
         "harmful": sum(r.harmful for r in records),
         "health_not_held": sum(bool(r.health_problem) for r in records),
+        "verified": sum(r.verification == "VERIFIED" for r in records),
+        "unresolved": sum(r.verification == "UNRESOLVED" for r in records),
+        "verification_wrong": sum(bool(r.verify_problem) for r in records),
+        "median_seconds_last_step_to_verification": _median(
+            [r.verify_seconds for r in records if r.verification]
+        ),
         "injection_errors": sum(bool(r.error) for r in records),
         "median_steps": _median([r.steps_used for r in records]),
         "median_seconds_to_verdict": _median([r.seconds_to_verdict for r in records]),
@@ -169,6 +175,11 @@ def table() -> list[str]:
             f"did not hold, median {s['median_steps']:g} steps and "
             f"{s['median_seconds_to_verdict']:g} s to verdict; not covered on this host: "
             f"{', '.join(s['not_covered'])}"
+        )
+        lines.append(
+            f"verification: {s['verified']} VERIFIED, {s['unresolved']} UNRESOLVED, "
+            f"{s['verification_wrong']} wrong; median "
+            f"{s['median_seconds_last_step_to_verification']:g} s from last step to verdict"
         )
     for r in DAILY:
         lines.append(

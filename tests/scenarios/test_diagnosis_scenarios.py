@@ -179,7 +179,7 @@ def test_scenario(configured: tuple[BootedSystemd, Stack, str], scenario: int) -
     state = ct.wait_for(
         lambda: (
             (s := json.loads(_cli(ct, "show", plan_id, "--json").stdout)["summary"]["state"])
-            in ("APPLIED", "FAILED", "STALE", "EXPIRED")
+            in ("VERIFIED", "UNRESOLVED", "FAILED", "STALE", "EXPIRED")
             and s
         ),
         timeout=90,
@@ -187,7 +187,7 @@ def test_scenario(configured: tuple[BootedSystemd, Stack, str], scenario: int) -
         what=f"plan {plan_id} applied",
     )
     record.applied = state
-    assert state == "APPLIED", _cli(ct, "show", plan_id).stdout
+    assert state == "VERIFIED", _cli(ct, "show", plan_id).stdout
     wait_healthy(ct, stack)
     record.health_held_seconds = round(_health_holds(ct, stack, HEALTH_HOLD_SECONDS), 1)
 
@@ -202,6 +202,7 @@ def test_scenario(configured: tuple[BootedSystemd, Stack, str], scenario: int) -
         "approval.consumed",
         "step.finished",
         "plan.applied",
+        "plan.verified",
     ):
         assert needed in events, f"{needed} missing from opsbot audit: {events}"
     last_steps = [e for e in audit["entries"] if e["event"] == "step.finished"]

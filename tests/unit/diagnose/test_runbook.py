@@ -785,3 +785,42 @@ def test_of_two_that_time_out_with_nothing_to_tell_them_apart_none_is_restarted(
     assert kind == "unknown"
     assert "app.service" in verdict.cause.fact and "edge.service" in verdict.cause.fact  # type: ignore[union-attr]
     assert submitter.submitted == []
+
+
+def test_a_follow_up_does_not_propose_what_was_tried() -> None:
+    """After plan X started killed.service and it did not come back, the runbook, which
+    would start it again, says instead that starting it is not fixing it."""
+    from diagnose_svc.actions import TriedPlan
+
+    host = RecordedHost().add(recorded.KILLED_SHOW, recorded.KILLED_JOURNAL)
+    tried = TriedPlan(
+        "20261129-215000-0a1b2c3d",
+        (("start_unit", "killed.service"),),
+        ("killed.service failed again 1.2 s after the last step",),
+    )
+    config = DiagnoseSettings()
+    submitter = FakeSubmitter([accept()])
+    verdict = run_diagnosis(
+        "killed.service", "", RunbookPolicy(config), host.tools(), submitter, config, tried=[tried]
+    )
+    assert cause_of(verdict) == ("restarts_not_fixing", "killed.service")
+    assert isinstance(verdict, NoteVerdict)
+    assert "failed again 1.2 s after the last step" in verdict.text
+    assert submitter.submitted == []
+
+
+def test_the_executors_restart_budget_becomes_a_note() -> None:
+    from shared_schema import FieldError, Revise
+
+    budget = (
+        "restart budget spent: opsbot's plans started or restarted killed.service 3 times "
+        "in the last 30 min"
+    )
+    host = RecordedHost().add(recorded.KILLED_SHOW, recorded.KILLED_JOURNAL)
+    config = DiagnoseSettings()
+    submitter = FakeSubmitter([Revise(errors=[FieldError(path="steps.0", message=budget)])])
+    verdict = run_diagnosis(
+        "killed.service", "", RunbookPolicy(config), host.tools(), submitter, config
+    )
+    assert cause_of(verdict) == ("restarts_not_fixing", "killed.service")
+    assert "3 times in the last 30 min" in verdict.cause.fact  # type: ignore[union-attr]

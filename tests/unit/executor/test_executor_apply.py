@@ -500,10 +500,12 @@ def test_transitions_outside_the_table_are_refused(old: PlanState, new: PlanStat
 
 
 def test_final_states_have_no_way_out() -> None:
-    """Every final state is a dead end in the table, and only the three open states
-    have edges at all."""
-    assert set(ALLOWED) == {S.PROPOSED, S.APPROVED, S.APPLYING}
-    assert all(not state.is_final for state in ALLOWED)
+    """Every final state is a dead end in the table, except APPLIED, whose only ways out
+    are the verification's two verdicts: no step runs from any final state."""
+    assert set(ALLOWED) == {S.PROPOSED, S.APPROVED, S.APPLYING, S.APPLIED}
+    assert all(not state.is_final for state in ALLOWED if state is not S.APPLIED)
+    assert ALLOWED[S.APPLIED] == {S.VERIFIED, S.UNRESOLVED}
+    assert all(not ALLOWED.get(s) for s in (S.VERIFIED, S.UNRESOLVED))
 
 
 def test_a_transition_records_who_when_and_why_and_clears_the_refusal() -> None:

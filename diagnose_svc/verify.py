@@ -1,0 +1,243 @@
+"""``opsbot-diagnose verify``: did an applied plan fix it? (what opsbot-verify.service runs)
+
+A plan whose steps all ran is APPLIED; that says only that its steps exited 0. This asks
+the executor for the plans awaiting verification, watches each plan's units (with
+read_unit_status) and the health targets they serve (with http_get_health) from its last
+step until ``settle_seconds`` after it, and reports each to the executor:
+
+* VERIFIED: at the end of the window every unit is in the state its last step asked for
+  (active, or inactive after a stop) and every health target it serves answers as
+  expected, and no unit failed or was restarted by systemd meanwhile;
+* UNRESOLVED: a unit failed again, systemd restarted it (NRestarts grew, or its main
+  process began after the last step: it failed meanwhile), it never became active, or a
+  health target still fails; with what was seen.
+
+An UNRESOLVED plan may start one follow-up diagnosis of the unit that did not come back
+(``[diagnose.verify] follow_up``: for watched units by default), told what was tried: it
+cannot propose the same steps again (the runbook refuses to, and the executor refuses
+such a plan within the restart budget's window).
+
+It runs as the diagnose user: the read tools, loopback for health probes, and the two
+verification messages of the executor socket; the apply unit has no network.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import structlog
+
+from diagnose_svc.actions import TriedPlan
+from diagnose_svc.errors import DiagnoseError
+from diagnose_svc.tools import (
+    HealthArgs,
+    HealthResult,
+    Tool,
+    ToolArgs,
+    ToolContext,
+    ToolOutput,
+    UnitArgs,
+    UnitStatus,
+)
+from diagnose_svc.tools._systemctl import show
+from shared_schema import AwaitingPlan, DiagnoseSettings, ReportVerification
+
+log = structlog.get_logger("opsbot.verify")
+
+#: Seconds between two looks at a plan's units while its window lasts.
+SAMPLE_INTERVAL = 1.0
+#: Slack between the end of a plan's last step and the time the executor records it:
+#: a unit whose main process began later than this was not started by the plan.
+STARTED_BY_PLAN = timedelta(seconds=0.5)
+ONFAILURE = "opsbot-onfailure@"
+
+
+def expected_states(plan: AwaitingPlan) -> dict[str, str]:
+    """Each unit of the plan and the ActiveState its last step on it asks for."""
+    wanted: dict[str, str] = {}
+    for step in plan.steps:
+        if step.tool == "stop_unit":
+            wanted[step.unit] = "inactive"
+        elif step.tool == "reset_failed_unit":
+            wanted.setdefault(step.unit, "not-failed")
+        else:
+            wanted[step.unit] = "active"
+    return wanted
+
+
+@dataclass
+class PlanWatch:
+    """One plan's window: its units' first state seen, and what went wrong, if anything."""
+
+    plan: AwaitingPlan
+    deadline: datetime
+    targets: list[str]
+    baseline: dict[str, UnitStatus] = field(default_factory=dict)
+    evidence: list[str] = field(default_factory=list)
+    result: str = ""  # "" while watching, then "verified" or "unresolved"
+    failing_unit: str = ""
+    finished_at: datetime | None = None
+
+    def finish(self, result: str, at: datetime, unit: str = "") -> None:
+        self.result, self.finished_at, self.failing_unit = result, at, unit
+
+    def report(self) -> ReportVerification:
+        end = self.finished_at or self.deadline
+        return ReportVerification(
+            plan_id=self.plan.plan_id,
+            sha256=self.plan.sha256,
+            result="verified" if self.result == "verified" else "unresolved",
+            evidence=[e[:300] for e in self.evidence[:20]],
+            seconds=round(max(0.0, (end - self.plan.applied_at).total_seconds()), 2),
+        )
+
+
+class Verifier:
+    """Watches plans with the read tools; ``now`` and ``sleep`` are injected (tests)."""
+
+    def __init__(
+        self,
+        settings: DiagnoseSettings,
+        tools: Mapping[str, Tool],
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.settings = settings
+        self.tools = tools
+        self.context = ToolContext(settings=settings)
+        self.now = now
+        self.sleep = sleep
+
+    def _read(self, tool: str, args: ToolArgs) -> ToolOutput | str:
+        """One read tool's answer, or the operator's message of why it could not read."""
+        try:
+            return self.tools[tool](args, self.context)
+        except DiagnoseError as exc:
+            return exc.message
+
+    def _status(self, unit: str) -> UnitStatus | str:
+        out = self._read("read_unit_status", UnitArgs(unit=unit))
+        assert isinstance(out, UnitStatus | str)
+        return out
+
+    def _health(self, target: str) -> HealthResult | str:
+        out = self._read("http_get_health", HealthArgs(target=target))
+        assert isinstance(out, HealthResult | str)
+        return out
+
+    def watch(self, plans: list[AwaitingPlan], settle_seconds: float) -> list[PlanWatch]:
+        """Watch every plan until its window ends (or it fails); bounded by the windows."""
+        watches = []
+        for plan in plans:
+            units = set(expected_states(plan))
+            targets = sorted(n for n, t in self.settings.health.items() if t.unit in units)
+            deadline = plan.applied_at + timedelta(seconds=settle_seconds)
+            watches.append(PlanWatch(plan, deadline, targets))
+        while True:
+            at = self.now()
+            open_ = [w for w in watches if not w.result]
+            for w in open_:
+                self._sample(w, at)
+            if all(w.result for w in watches):
+                return watches
+            self.sleep(SAMPLE_INTERVAL)
+
+    def _sample(self, w: PlanWatch, at: datetime) -> None:
+        final = at >= w.deadline
+        for unit, wanted in expected_states(w.plan).items():
+            status = self._status(unit)
+            if isinstance(status, str):
+                w.evidence.append(f"{unit}: its state could not be read: {status}")
+                w.finish("unresolved", at, unit)
+                return
+            first = w.baseline.setdefault(unit, status)
+            state = f"{status.active_state}/{status.sub_state}"
+            if wanted == "active":
+                if status.active_state == "failed":
+                    w.evidence.append(
+                        f"{unit} failed again {self._since(w, at)} after the last step "
+                        f"({state}, Result={status.result}"
+                        + (f", {status.main_exit()}" if status.main_exit() else "")
+                        + ")"
+                    )
+                    w.finish("unresolved", at, unit)
+                    return
+                if status.n_restarts > first.n_restarts:
+                    w.evidence.append(
+                        f"systemd restarted {unit} {status.n_restarts - first.n_restarts} "
+                        f"time(s) within {self._since(w, at)} of the last step: it keeps failing"
+                    )
+                    w.finish("unresolved", at, unit)
+                    return
+                began = status.exec_main_start_timestamp
+                if began is not None and began > w.plan.applied_at + STARTED_BY_PLAN:
+                    # The plan's steps were over by applied_at; a main process begun after
+                    # that is systemd's restart of a unit that failed meanwhile (perhaps
+                    # before the first look, which NRestarts alone would not show).
+                    w.evidence.append(
+                        f"{unit} was started again "
+                        f"{(began - w.plan.applied_at).total_seconds():.1f} s after the "
+                        f"last step (NRestarts={status.n_restarts}): it failed meanwhile"
+                    )
+                    w.finish("unresolved", at, unit)
+                    return
+                if final and status.active_state != "active":
+                    w.evidence.append(
+                        f"{unit} is {state}, not active, {self._since(w, at)} after the last step"
+                    )
+                    w.finish("unresolved", at, unit)
+                    return
+            elif wanted == "inactive" and final and status.active_state not in ("inactive",):
+                w.evidence.append(f"{unit} is {state}; its plan stopped it")
+                w.finish("unresolved", at, unit)
+                return
+            elif wanted == "not-failed" and final and status.active_state == "failed":
+                w.evidence.append(f"{unit} is {state} again")
+                w.finish("unresolved", at, unit)
+                return
+            if final:
+                w.evidence.append(
+                    f"{unit} is {state} (NRestarts={status.n_restarts}, invocation "
+                    f"{status.invocation_id[:12] or '-'}) {self._since(w, at)} after the last step"
+                )
+        if not final:
+            return
+        for name in w.targets:
+            result = self._health(name)
+            if isinstance(result, str) or result.outcome != "ok":
+                words = result if isinstance(result, str) else result.summary()
+                w.evidence.append(f"health target {name} still fails: {words}")
+                unit = self.settings.health[name].unit or ""
+                w.finish("unresolved", at, unit)
+                return
+            w.evidence.append(f"health target {name} answered {result.status}")
+        w.finish("verified", at)
+
+    @staticmethod
+    def _since(w: PlanWatch, at: datetime) -> str:
+        return f"{max(0.0, (at - w.plan.applied_at).total_seconds()):.1f} s"
+
+
+def is_watched(unit: str) -> bool:
+    """Whether ``opsbot watch`` watches ``unit`` (its OnFailure= names opsbot-onfailure@)."""
+    try:
+        [props] = show([unit], ("OnFailure",))
+    except DiagnoseError:
+        return False
+    return ONFAILURE in props.get("OnFailure", "")
+
+
+def wants_follow_up(settings: DiagnoseSettings, unit: str) -> bool:
+    mode = settings.verify.follow_up
+    return mode == "always" or (mode == "watched" and bool(unit) and is_watched(unit))
+
+
+def tried_plan(watch: PlanWatch) -> TriedPlan:
+    return TriedPlan(
+        plan_id=watch.plan.plan_id,
+        steps=tuple((s.tool, s.unit) for s in watch.plan.steps),
+        evidence=tuple(watch.evidence[:3]),
+    )

@@ -1,0 +1,196 @@
+"""After the steps: whether the service came back, and what opsbot's plans already did.
+
+A plan whose steps all ran is APPLIED and gets a marker in ``verify/`` (state directory),
+which opsbot-verify.path watches: opsbot-verify.service (the diagnose user, with the read
+tools and loopback; the apply unit has no network) asks for the plans awaiting
+verification (``pending``), watches their units and health targets for
+``[executor] settle_seconds`` after the last step, and reports each (``verify``): the
+plan becomes VERIFIED or UNRESOLVED, with what was seen. A forged report can only
+mislabel a plan: nothing here runs anything.
+
+The same history bounds what a new plan may do (checked at submit):
+
+* the restart budget: once opsbot's plans have started or restarted a unit
+  ``restart_budget`` times within ``restart_budget_minutes``, no plan may do so again;
+* a plan whose steps (tool and unit, in order) are those of a plan that ended UNRESOLVED
+  within that window is refused: it was tried and did not fix it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+import structlog
+
+from executor_svc.errors import ExecutorError, PlanNotFound
+from executor_svc.records import StatusRecord
+from executor_svc.states import TransitionRefused, transition
+from executor_svc.store import PlanStore, write_atomic
+from shared_schema import (
+    AwaitingPlan,
+    AwaitingStep,
+    ExecutorPolicy,
+    FieldError,
+    Plan,
+    PlanState,
+    Recorded,
+    Reject,
+    ReportVerification,
+    Verification,
+)
+from shared_schema.plan import RESTART_BUDGET, TRIED_BEFORE
+
+log = structlog.get_logger("opsbot.executor.verify")
+
+#: Tools that bring a unit (back) up: what the restart budget counts.
+RESTARTS = frozenset({"start_unit", "restart_unit"})
+#: A plan applied longer ago than this is not offered for verification any more (it
+#: stays APPLIED: not verified); what the service does now says nothing about that fix.
+VERIFY_HORIZON = timedelta(hours=1)
+
+
+def mark_applied(store: PlanStore, plan_id: str) -> None:
+    """Tell opsbot-verify.path that ``plan_id`` waits for verification."""
+    write_atomic(store.verify / plan_id, b"")
+
+
+def _unmark(store: PlanStore, plan_id: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(store.verify / plan_id)
+
+
+def _applied_at(status: StatusRecord) -> datetime | None:
+    for t in reversed(status.history):
+        if t.state is PlanState.APPLIED:
+            return t.at
+    return None
+
+
+def _recent(store: PlanStore, policy: ExecutorPolicy, now: datetime) -> Iterator[str]:
+    """Ids of plans that may have run within the budget window (a plan runs within
+    plan_ttl_seconds of its submission, and its id starts with that time)."""
+    horizon = now - timedelta(
+        minutes=policy.restart_budget_minutes, seconds=policy.plan_ttl_seconds
+    )
+    oldest = f"{horizon:%Y%m%d-%H%M%S}"
+    for plan_id in store.ids():
+        if plan_id >= oldest:
+            yield plan_id
+
+
+def pending(store: PlanStore, now: datetime) -> list[AwaitingPlan]:
+    """The APPLIED plans no verification has been recorded for, applied within
+    VERIFY_HORIZON, oldest first."""
+    out = []
+    for plan_id in store.ids():
+        try:
+            record = store.load(plan_id)
+            status = store.status(plan_id, record)
+            if status.state is not PlanState.APPLIED:
+                continue
+            plan = store.verified_plan(record)
+        except ExecutorError as exc:
+            log.warning("plan.unreadable", plan_id=plan_id, error=exc.message)
+            continue
+        at = _applied_at(status)
+        if at is None or now - at > VERIFY_HORIZON:
+            continue
+        steps = [AwaitingStep(tool=s.tool, unit=s.args.unit) for s in plan.steps]
+        out.append(AwaitingPlan(plan_id=plan_id, sha256=record.sha256, steps=steps, applied_at=at))
+    return out
+
+
+def record_report(
+    store: PlanStore, report: ReportVerification, by: str, now: datetime
+) -> Recorded | Reject:
+    """Take ``report``: the plan, APPLIED and with that fingerprint, becomes VERIFIED or
+    UNRESOLVED."""
+    new = PlanState.VERIFIED if report.result == "verified" else PlanState.UNRESOLVED
+    with store.apply_lock():
+        try:
+            record = store.load(report.plan_id)
+        except PlanNotFound as exc:
+            return Reject(reason=exc.message)
+        if record.sha256 != report.sha256:
+            return Reject(reason=f"plan {report.plan_id} has another fingerprint")
+        status = store.status(report.plan_id, record)
+        evidence = [e for e in report.evidence if e][:20]
+        verification = Verification(
+            result=report.result, evidence=evidence, seconds=report.seconds, at=now, by=by
+        )
+        reason = "; ".join(evidence)[:500] or report.result
+        try:
+            moved = transition(status, new, by=by, at=now, reason=reason, verification=verification)
+        except TransitionRefused as exc:
+            return Reject(reason=exc.message)
+        store.save_status(moved)
+    _unmark(store, report.plan_id)
+    log.info(
+        f"plan.{new.lower()}",
+        plan_id=report.plan_id,
+        sha256=record.sha256,
+        seconds=report.seconds,
+        evidence=reason,
+    )
+    return Recorded(plan_id=report.plan_id, state=new)
+
+
+def history_errors(
+    plan: Plan, store: PlanStore, policy: ExecutorPolicy, now: datetime
+) -> list[FieldError]:
+    """What opsbot's recent plans forbid ``plan`` to do: a start or restart beyond the
+    restart budget, or the very steps of a plan that ended UNRESOLVED."""
+    since = now - timedelta(minutes=policy.restart_budget_minutes)
+    restarts: dict[str, list[str]] = {}
+    tried: dict[tuple[tuple[str, str], ...], str] = {}
+    for plan_id in _recent(store, policy, now):
+        try:
+            status = store.status(plan_id)
+            if status.state not in (
+                PlanState.APPLIED,
+                PlanState.VERIFIED,
+                PlanState.UNRESOLVED,
+                PlanState.FAILED,
+            ):
+                continue
+            ran = store.verified_plan(store.load(plan_id))
+        except ExecutorError:
+            continue
+        for record, step in zip(status.steps, ran.steps, strict=False):
+            if (
+                step.tool in RESTARTS
+                and record.outcome == "ok"
+                and record.finished_at is not None
+                and record.finished_at >= since
+            ):
+                restarts.setdefault(step.args.unit, []).append(plan_id)
+        applied = _applied_at(status)
+        if status.state is PlanState.UNRESOLVED and applied is not None and applied >= since:
+            tried[tuple((s.tool, s.args.unit) for s in ran.steps)] = plan_id
+    errors: list[FieldError] = []
+    sequence = tuple((s.tool, s.args.unit) for s in plan.steps)
+    if sequence in tried:
+        errors.append(
+            FieldError(
+                path="steps",
+                message=f"{TRIED_BEFORE}: plan {tried[sequence]} ran these very steps within "
+                f"{policy.restart_budget_minutes} min and its service did not come back "
+                "(UNRESOLVED)",
+            )
+        )
+    for index, step in enumerate(plan.steps):
+        done = restarts.get(step.args.unit, [])
+        if step.tool in RESTARTS and len(done) >= policy.restart_budget:
+            errors.append(
+                FieldError(
+                    path=f"steps.{index}",
+                    message=f"{RESTART_BUDGET}: opsbot's plans started or restarted "
+                    f"{step.args.unit} {len(done)} times in the last "
+                    f"{policy.restart_budget_minutes} min (plans {', '.join(done[-3:])}; "
+                    f"limit {policy.restart_budget}): restarts are not fixing it",
+                )
+            )
+    return errors

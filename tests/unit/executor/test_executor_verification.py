@@ -1,0 +1,197 @@
+"""After the steps, the executor's side: an applied plan waits for verification, a
+report makes it VERIFIED or UNRESOLVED (and nothing else), and opsbot's own history
+bounds what a new plan may do: the restart budget, and steps already tried."""
+
+from pathlib import Path
+
+import pytest
+from structlog.testing import capture_logs
+
+from executor_svc.apply import Applier
+from executor_svc.peer import Peer, Role
+from executor_svc.service import ExecutorService
+from executor_svc.store import PlanStore
+from shared_schema import (
+    Accept,
+    ExecutorPolicy,
+    Pending,
+    PendingVerification,
+    PlanState,
+    Recorded,
+    Reject,
+    ReportVerification,
+    Revise,
+    SubmitPlan,
+)
+
+from .helpers import POLICY, Clock, Systemctl, approved, plan_of, step, submitted, unit_in
+
+S = PlanState
+DIAGNOSE = Peer(pid=4242, uid=998, gid=998, user="opsbot-diagnose", role=Role.DIAGNOSE)
+OPERATOR = Peer(pid=4343, uid=1000, gid=1000, user="olivia", role=Role.OPERATOR)
+
+
+@pytest.fixture
+def service(store: PlanStore, approvals_dir: Path, clock: Clock) -> ExecutorService:
+    return ExecutorService(store, POLICY, clock, approvals_dir)
+
+
+def applied(
+    store: PlanStore, approvals_dir: Path, clock: Clock, *steps: dict[str, str]
+) -> tuple[str, str]:
+    """A plan of ``steps`` submitted, approved and applied now: (plan id, sha256)."""
+    record = submitted(store, plan_of(*steps), clock())
+    approved(store, approvals_dir, record, clock())
+    Applier(
+        store,
+        approvals_dir,
+        POLICY,
+        actor="opsbot-executor",
+        now=clock,
+        read_state=unit_in("failed"),
+        run_step=Systemctl(),
+    ).apply_all()
+    assert store.status(record.plan_id).state is S.APPLIED
+    return record.plan_id, record.sha256
+
+
+def report(plan_id: str, sha: str, result: str = "verified") -> ReportVerification:
+    return ReportVerification(
+        plan_id=plan_id,
+        sha256=sha,
+        result=result,  # type: ignore[arg-type]
+        evidence=["nginx.service is active/running 10.0 s after the last step"],
+        seconds=10.4,
+    )
+
+
+def test_an_applied_plan_waits_for_verification_and_is_marked_for_the_path_unit(
+    store: PlanStore, approvals_dir: Path, clock: Clock, service: ExecutorService
+) -> None:
+    plan_id, sha = applied(store, approvals_dir, clock)
+    assert (store.verify / plan_id).exists()  # what opsbot-verify.path sees
+    pending = service.handle(PendingVerification(), DIAGNOSE)
+    assert isinstance(pending, Pending)
+    assert [(p.plan_id, p.sha256) for p in pending.plans] == [(plan_id, sha)]
+    assert [(s.tool, s.unit) for s in pending.plans[0].steps] == [("restart_unit", "nginx.service")]
+    assert pending.settle_seconds == POLICY.settle_seconds
+
+
+@pytest.mark.parametrize(
+    ("result", "state"), [("verified", S.VERIFIED), ("unresolved", S.UNRESOLVED)]
+)
+def test_a_report_ends_the_plan_verified_or_unresolved_with_its_evidence(
+    store: PlanStore,
+    approvals_dir: Path,
+    clock: Clock,
+    service: ExecutorService,
+    result: str,
+    state: PlanState,
+) -> None:
+    plan_id, sha = applied(store, approvals_dir, clock)
+    clock.advance(11)
+    with capture_logs() as logs:
+        answer = service.handle(report(plan_id, sha, result), DIAGNOSE)
+    assert answer == Recorded(plan_id=plan_id, state=state)
+    status = store.status(plan_id)
+    assert status.state is state
+    assert status.verification is not None and status.verification.by == "opsbot-diagnose"
+    assert status.verification.evidence[0].startswith("nginx.service is active")
+    assert not (store.verify / plan_id).exists()
+    assert [e["event"] for e in logs if e["event"].startswith("plan.")] == [f"plan.{result}"]
+    pending = service.handle(PendingVerification(), DIAGNOSE)
+    assert isinstance(pending, Pending) and pending.plans == []
+    # Reported once: a second report (a replay, a forgery) cannot change it.
+    again = service.handle(report(plan_id, sha, "verified"), DIAGNOSE)
+    assert isinstance(again, Reject) and f"is {state}" in again.reason
+
+
+def test_a_report_for_a_plan_not_applied_or_with_another_fingerprint_is_refused(
+    store: PlanStore, approvals_dir: Path, clock: Clock, service: ExecutorService
+) -> None:
+    proposed = submitted(store, plan_of(step("restart_unit", "app.service")), clock())
+    refused = service.handle(report(proposed.plan_id, proposed.sha256), DIAGNOSE)
+    assert isinstance(refused, Reject) and "is PROPOSED" in refused.reason
+    assert store.status(proposed.plan_id).state is S.PROPOSED
+    plan_id, _ = applied(store, approvals_dir, clock)
+    other = service.handle(report(plan_id, "f" * 64), DIAGNOSE)
+    assert isinstance(other, Reject) and "another fingerprint" in other.reason
+    assert store.status(plan_id).state is S.APPLIED
+
+
+def test_only_the_diagnose_user_and_root_may_ask_and_report(
+    store: PlanStore, approvals_dir: Path, clock: Clock, service: ExecutorService
+) -> None:
+    plan_id, sha = applied(store, approvals_dir, clock)
+    for request in (PendingVerification(), report(plan_id, sha)):
+        answer = service.handle(request, OPERATOR)
+        assert isinstance(answer, Reject) and "may not" in answer.reason
+    assert store.status(plan_id).state is S.APPLIED
+
+
+def test_a_plan_applied_long_ago_is_not_offered_for_verification(
+    store: PlanStore, approvals_dir: Path, clock: Clock, service: ExecutorService
+) -> None:
+    applied(store, approvals_dir, clock)
+    clock.advance(2 * 3600)
+    pending = service.handle(PendingVerification(), DIAGNOSE)
+    assert isinstance(pending, Pending) and pending.plans == []
+
+
+def _submit(service: ExecutorService, *steps: dict[str, str]) -> Accept | Revise | Reject:
+    plan = plan_of(*steps).model_dump(mode="json", exclude_none=True)
+    answer = service.handle(SubmitPlan(plan=plan, run_id="run-9"), DIAGNOSE)
+    assert isinstance(answer, Accept | Revise | Reject)
+    return answer
+
+
+def test_the_restart_budget_refuses_a_fourth_restart_within_30_minutes(
+    store: PlanStore, approvals_dir: Path, clock: Clock, service: ExecutorService
+) -> None:
+    """Three plans restarted app.service within 30 min: a fourth restart (or start) of it
+    is refused naming the budget; another unit, or later, is fine."""
+    for minute in range(3):
+        applied(
+            store, approvals_dir, clock, step("restart_unit", "app.service", reason=f"{minute}")
+        )
+        clock.advance(5 * 60)
+    refused = _submit(service, step("start_unit", "app.service"))
+    assert isinstance(refused, Revise)
+    [error] = refused.errors
+    assert error.path == "steps.0"
+    assert error.message.startswith("restart budget spent: opsbot's plans started or restarted")
+    assert "app.service 3 times in the last 30 min" in error.message
+    assert isinstance(_submit(service, step("restart_unit", "nginx.service")), Accept)
+    assert isinstance(_submit(service, step("reload_unit", "app.service")), Accept)
+    clock.advance(20 * 60)  # the oldest restart is now more than 30 min old
+    assert isinstance(_submit(service, step("restart_unit", "app.service")), Accept)
+
+
+def test_the_budget_is_configurable(store: PlanStore, approvals_dir: Path, clock: Clock) -> None:
+    strict = POLICY.model_copy(update={"restart_budget": 1, "restart_budget_minutes": 60})
+    service = ExecutorService(store, strict, clock, approvals_dir)
+    applied(store, approvals_dir, clock, step("restart_unit", "app.service"))
+    assert isinstance(_submit(service, step("restart_unit", "app.service")), Revise)
+    assert ExecutorPolicy().restart_budget == 3 and ExecutorPolicy().restart_budget_minutes == 30
+
+
+def test_the_steps_of_an_unresolved_plan_are_not_accepted_again(
+    store: PlanStore, approvals_dir: Path, clock: Clock, service: ExecutorService
+) -> None:
+    plan_id, sha = applied(store, approvals_dir, clock, step("start_unit", "app.service"))
+    service.handle(report(plan_id, sha, "unresolved"), DIAGNOSE)
+    again = _submit(service, step("start_unit", "app.service", reason="once more"))
+    assert isinstance(again, Revise)
+    assert again.errors[0].message.startswith(f"tried before: plan {plan_id} ran these very steps")
+    other = _submit(
+        service, step("reset_failed_unit", "app.service"), step("start_unit", "app.service")
+    )
+    assert isinstance(other, Accept)
+
+
+def test_a_verified_plan_does_not_forbid_its_steps(
+    store: PlanStore, approvals_dir: Path, clock: Clock, service: ExecutorService
+) -> None:
+    plan_id, sha = applied(store, approvals_dir, clock, step("start_unit", "app.service"))
+    service.handle(report(plan_id, sha, "verified"), DIAGNOSE)
+    assert isinstance(_submit(service, step("start_unit", "app.service")), Accept)
