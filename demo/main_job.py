@@ -113,14 +113,15 @@ def main() -> int:
         say("alice asks opsbot why nginx returns 502 (diagnosis runs as opsbot-diagnose)")
         show(ct, ["opsbot", "diagnose", "nginx", "--symptom", "nginx returns 502"], user="alice")
         plans = json.loads(ct.run(["opsbot", "plans", "--json"]).stdout)
-        plan_id = [p for p in plans if p["state"] == "PROPOSED"][-1]["plan_id"]
+        proposed = [p for p in plans if p["state"] == "PROPOSED"][-1]
+        plan_id, sha256 = proposed["plan_id"], proposed["sha256"]
 
         say("the proposed plan, exactly as it will run (argv, no shell)")
         show(ct, ["opsbot", "show", plan_id], user="alice")
         show(ct, ["opsbot", "show", plan_id, "--argv"], user="alice")
 
-        say("root approves this plan's sha256; opsbot-apply.path starts the apply")
-        show(ct, ["opsbot", "approve", plan_id])
+        say("root approves the sha256 alice reviewed; opsbot-apply.path starts the apply")
+        show(ct, ["opsbot", "approve", plan_id, "--sha256", sha256[:16]])
         ct.wait_for(
             lambda: (
                 json.loads(ct.run(["opsbot", "show", plan_id, "--json"]).stdout)["summary"]["state"]

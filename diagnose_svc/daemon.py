@@ -25,7 +25,8 @@ from diagnose_svc.events import EventSink
 from diagnose_svc.executor_client import DEFAULT_SOCKET_PATH, ExecutorClient
 from diagnose_svc.policies import make_policy
 from diagnose_svc.runtime import run_diagnosis
-from diagnose_svc.tools import READ_TOOLS
+from diagnose_svc.scope import build_scope
+from diagnose_svc.tools import READ_TOOLS, ToolContext
 from diagnose_svc.verdict import NoteVerdict, PlanVerdict
 from diagnose_svc.verify import Verifier, tried_plan, wants_follow_up
 from shared_io import log
@@ -102,8 +103,10 @@ def diagnose_once(
     socket_path: Path,
     on_event: EventSink | None = None,
     tried: Sequence[TriedPlan] = (),
+    journal_scope: frozenset[str] | None = None,
 ) -> PlanVerdict | NoteVerdict:
-    """One diagnosis with the configured policy, which is closed afterwards."""
+    """One diagnosis with the configured policy, which is closed afterwards; its journal
+    reads stay within ``journal_scope`` (diagnose_svc/scope.py)."""
     policy = make_policy(settings)
     try:
         return run_diagnosis(
@@ -115,6 +118,7 @@ def diagnose_once(
             settings,
             on_event,
             tried=tried,
+            context=ToolContext(settings=settings, journal_scope=journal_scope),
         )
     finally:
         close = getattr(policy, "close", None)
@@ -123,14 +127,20 @@ def diagnose_once(
 
 
 def _run(args: argparse.Namespace) -> int:
-    settings = load_config(args.config).diagnose
-    verdict = diagnose_once(args.unit, args.symptom, settings, args.socket)
+    config = load_config(args.config)
+    # Root asked for this one (opsbot-onfailure@ of a watched unit): it is read whatever
+    # the scope says, and its journal reads reach the scope besides.
+    scope = build_scope(config).units | {args.unit}
+    verdict = diagnose_once(
+        args.unit, args.symptom, config.diagnose, args.socket, journal_scope=scope
+    )
     print(verdict.model_dump_json(indent=2) if args.json else render(verdict))
     return _FAILED_ENDINGS.get(verdict.ended_by, EX_OK)
 
 
 def _verify(args: argparse.Namespace) -> int:
-    settings = load_config(args.config).diagnose
+    config = load_config(args.config)
+    settings = config.diagnose
     client = ExecutorClient(args.socket)
     pending = client.pending()
     if not pending.plans:
@@ -149,7 +159,10 @@ def _verify(args: argparse.Namespace) -> int:
         tried = tried_plan(watch)
         symptom = f"opsbot plan {watch.plan.plan_id} ran and {unit} did not come back"
         with structlog.contextvars.bound_contextvars(follow_up_of=watch.plan.plan_id):
-            verdict = diagnose_once(unit, symptom, settings, args.socket, tried=[tried])
+            scope = build_scope(config).units | {unit}  # a unit of a plan root approved
+            verdict = diagnose_once(
+                unit, symptom, settings, args.socket, tried=[tried], journal_scope=scope
+            )
         print(render(verdict))
     return EX_OK
 
@@ -157,7 +170,8 @@ def _verify(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from diagnose_svc.server import DiagnoseServer
 
-    settings = load_config(args.config).diagnose
+    config = load_config(args.config)
+    settings = config.diagnose
     if args.listen is not None:
         listener = bind(args.listen, backlog=16)
     else:
@@ -170,9 +184,13 @@ def _serve(args: argparse.Namespace) -> int:
         listener = activated
 
     def diagnose(unit: str, symptom: str, on_event: EventSink) -> PlanVerdict | NoteVerdict:
-        return diagnose_once(unit, symptom, settings, args.socket, on_event)
+        scope = build_scope(config)  # as the dependencies stand now
+        scope.require(unit)
+        return diagnose_once(
+            unit, symptom, settings, args.socket, on_event, journal_scope=scope.units
+        )
 
-    server = DiagnoseServer(listener, diagnose, args.idle_timeout)
+    server = DiagnoseServer(listener, diagnose, args.idle_timeout, settings=settings)
     signal.signal(signal.SIGTERM, lambda signum, frame: server.stopping.set())
     try:
         server.serve()

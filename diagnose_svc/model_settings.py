@@ -25,6 +25,7 @@ from pathlib import Path
 from pydantic import HttpUrl, SecretStr, TypeAdapter, ValidationError
 
 from diagnose_svc.errors import ConfigError
+from shared_io.trusted import untrusted_reason
 from shared_schema.config import ModelSettings
 
 ENV_API_URL = "LLM_API_URL"
@@ -37,6 +38,8 @@ CREDENTIAL_API_KEY = "llm_api_key"
 _URL = TypeAdapter(HttpUrl)
 # An HTTP header value may hold visible ASCII only; anything else would either be refused
 # by httpx with an error that quotes the value, or smuggle a second header.
+#: A credential is one short line; read no more than this of it.
+MAX_CREDENTIAL_BYTES = 65536
 _HEADER_SAFE = frozenset(chr(c) for c in range(0x21, 0x7F))
 
 
@@ -79,7 +82,9 @@ class ModelEndpoint:
 def _read_credential(directory: Path, name: str) -> str | None:
     path = directory / name
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            untrusted = untrusted_reason(path, os.fstat(f.fileno()), secret=True)
+            text = f.read(MAX_CREDENTIAL_BYTES).decode("utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:
@@ -88,6 +93,8 @@ def _read_credential(directory: Path, name: str) -> str | None:
             f"cannot read credential {path}: {reason}",
             hint="check LoadCredential= in the unit and the source file's permissions",
         ) from None
+    if untrusted:
+        raise ModelSettingsError(f"credential {untrusted}")
     return text.strip() or None
 
 

@@ -1,25 +1,42 @@
 """``opsbot-diagnose serve``: diagnoses on request, over /run/opsbot/diagnose.sock.
 
 Socket-activated (opsbot-diagnose.socket, group opsbot-operators, mode 0660). Each
-connection sends one ``DiagnoseRequest`` line (at most 64 KiB, within
-``REQUEST_TIMEOUT`` seconds) and gets, live, one JSON line per step event, then the
-verdict. At most ``MAX_RUNS`` diagnoses run at once; the service pings the systemd
-watchdog while it waits, and exits after ``idle_timeout`` seconds without a connection
-(the socket starts it again).
+connection sends one ``DiagnoseRequest`` line (at most 64 KiB, complete within
+``REQUEST_TIMEOUT`` seconds of connecting however slowly it trickles) and gets, live, one
+JSON line per step event, then the verdict.
+
+Reading a request costs a thread, not a run: up to ``MAX_CONNECTIONS`` connections at
+once, at most ``CONNECTIONS_PER_UID`` of one user (slow readers count against their own
+user). A request read is then a diagnosis only within the quota (diagnose_svc.quota): at
+most ``MAX_RUNS`` at once on the host, ``[diagnose] runs_per_uid`` at once and
+``[diagnose] runs_per_minute_per_uid`` a minute for one user (root: only ``MAX_RUNS``).
+A request refused gets one ``diagnose.error`` naming the limit and its key. The service
+pings the systemd watchdog while it waits, and exits after ``idle_timeout`` seconds
+without a connection (the socket starts it again).
 """
 
 from __future__ import annotations
 
+import pwd
 import socket
-import struct
+import time
 from collections.abc import Callable
 
 import structlog
 from pydantic import ValidationError
 
-from shared_io.framing import LineReader, MessageTooLarge, send_line
+from diagnose_svc.quota import RunQuota
+from shared_io.admission import Refusal, peer_uid
+from shared_io.errors import OpsbotError
+from shared_io.framing import Clock, LineReader, MessageTooLarge, send_line
 from shared_io.server import ThreadedServer
-from shared_schema import MAX_MESSAGE_BYTES, WireError, decode_json_object, encode_message
+from shared_schema import (
+    MAX_MESSAGE_BYTES,
+    DiagnoseSettings,
+    WireError,
+    decode_json_object,
+    encode_message,
+)
 from shared_schema._model import Model
 from shared_schema.diagnose_socket import DiagnoseRequest, ErrorMessage, Event, VerdictMessage
 from shared_schema.errors import field_errors
@@ -28,7 +45,12 @@ from shared_schema.verdict import NoteVerdict, PlanVerdict
 
 REQUEST_TIMEOUT = 10.0
 SEND_TIMEOUT = 10.0
+#: Diagnoses running at once on the host.
 MAX_RUNS = 4
+#: Connections at once: room to read requests from slow clients without starving runs.
+MAX_CONNECTIONS = 64
+#: Connections of one user at once (reading its request or running).
+CONNECTIONS_PER_UID = 8
 
 log = structlog.get_logger("opsbot.diagnose.server")
 
@@ -36,16 +58,19 @@ log = structlog.get_logger("opsbot.diagnose.server")
 Diagnose = Callable[[str, str, Callable[[Event], None]], PlanVerdict | NoteVerdict]
 
 
-def _peer_uid(conn: socket.socket) -> int:
-    raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return int(struct.unpack("3i", raw)[1])
-
-
-def read_request(conn: socket.socket) -> DiagnoseRequest:
-    """The one request of a connection; WireError saying what is wrong with it."""
-    reader = LineReader(conn, MAX_MESSAGE_BYTES)
+def _user_name(uid: int) -> str:
     try:
-        line = reader.readline(REQUEST_TIMEOUT)
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def read_request(conn: socket.socket, clock: Clock = time.monotonic) -> DiagnoseRequest:
+    """The one request of a connection, complete within ``REQUEST_TIMEOUT`` of now;
+    WireError saying what is wrong with it."""
+    reader = LineReader(conn, MAX_MESSAGE_BYTES, clock=clock)
+    try:
+        line = reader.readline_by(clock() + REQUEST_TIMEOUT)
     except MessageTooLarge as exc:
         raise WireError(f"request larger than {MAX_MESSAGE_BYTES} bytes") from exc
     except TimeoutError as exc:
@@ -62,7 +87,8 @@ def read_request(conn: socket.socket) -> DiagnoseRequest:
 
 
 class DiagnoseServer(ThreadedServer):
-    max_connections = MAX_RUNS
+    max_connections = MAX_CONNECTIONS
+    connections_per_uid = CONNECTIONS_PER_UID
     drain_seconds = 60.0
     ready_status = "waiting for diagnosis requests"
 
@@ -72,12 +98,36 @@ class DiagnoseServer(ThreadedServer):
         diagnose: Diagnose,
         idle_timeout: float,
         notify: Callable[[str], None] | bool = True,
+        *,
+        settings: DiagnoseSettings | None = None,
+        clock: Clock = time.monotonic,
     ) -> None:
-        super().__init__(listener, idle_timeout=idle_timeout, notify=notify)
+        super().__init__(listener, idle_timeout=idle_timeout, notify=notify, clock=clock)
         self.diagnose = diagnose
+        limits = settings or DiagnoseSettings()
+        self.quota = RunQuota(
+            max_runs=MAX_RUNS,
+            per_uid=limits.runs_per_uid,
+            per_minute=limits.runs_per_minute_per_uid,
+            clock=clock,
+            exempt=self.privileged,
+        )
 
-    def busy(self) -> bytes:
-        message = f"{MAX_RUNS} diagnoses are already running; try again soon"
+    def privileged(self, uid: int) -> bool:
+        """Root: no cap of its own (it sets the caps); its runs count towards MAX_RUNS."""
+        return uid == 0
+
+    def busy(self, refusal: Refusal) -> bytes:
+        if refusal.limit == "per_uid":
+            message = (
+                f"{_user_name(refusal.uid)} already has {refusal.allowed} connections open to "
+                "the diagnosis service, the most one user may; close some and try again"
+            )
+        else:
+            message = (
+                f"the diagnosis service holds {refusal.allowed} connections, the most it "
+                "takes at once; try again soon"
+            )
         return encode_message(ErrorMessage(message=message))
 
     def _send(self, conn: socket.socket, message: Model) -> None:
@@ -85,30 +135,49 @@ class DiagnoseServer(ThreadedServer):
 
     def handle(self, conn: socket.socket) -> None:
         try:
-            uid = _peer_uid(conn)
+            uid = peer_uid(conn)
             try:
-                request = read_request(conn)
+                request = read_request(conn, self.clock)
             except WireError as exc:
                 self._send(conn, ErrorMessage(message=exc.message))
                 return
-            client_gone = False
-
-            def stream(event: Event) -> None:
-                nonlocal client_gone
-                if client_gone:
-                    return
-                try:
-                    self._send(conn, event)
-                except OSError:
-                    client_gone = True  # the diagnosis goes on; its plan still matters
-
-            log.info("diagnose.requested", unit=request.unit, peer_uid=uid)
-            verdict = self.diagnose(request.unit, request.symptom, stream)
-            if not client_gone:
-                self._send(conn, VerdictMessage(verdict=verdict))
+            refusal = self.quota.start(uid, _user_name(uid))
+            if refusal is not None:
+                log.warning(
+                    "diagnose.refused", unit=request.unit, peer_uid=uid, limit=refusal.limit
+                )
+                self._send(conn, ErrorMessage(message=refusal.message))
+                return
+            try:
+                self._run(conn, uid, request)
+            finally:
+                self.quota.finish(uid)
+        except OpsbotError as exc:  # refused for the operator's reason (e.g. out of scope)
+            log.warning("diagnose.refused", reason=exc.message)
+            try:
+                self._send(conn, ErrorMessage(message=exc.message, hint=exc.hint or ""))
+            except OSError:
+                pass
         except Exception as exc:  # one bad run must not take the service down
             log.exception("diagnose.crashed", error=str(exc))
             try:
                 self._send(conn, ErrorMessage(message=f"diagnosis failed: {exc}"))
             except OSError:
                 pass
+
+    def _run(self, conn: socket.socket, uid: int, request: DiagnoseRequest) -> None:
+        client_gone = False
+
+        def stream(event: Event) -> None:
+            nonlocal client_gone
+            if client_gone:
+                return
+            try:
+                self._send(conn, event)
+            except OSError:
+                client_gone = True  # the diagnosis goes on; its plan still matters
+
+        log.info("diagnose.requested", unit=request.unit, peer_uid=uid)
+        verdict = self.diagnose(request.unit, request.symptom, stream)
+        if not client_gone:
+            self._send(conn, VerdictMessage(verdict=verdict))

@@ -1,15 +1,23 @@
-"""``opsbot-apply``: what opsbot-apply.service runs when its timer fires or an approval
-appears (opsbot-apply.path). It applies every approved plan once, expires old ones, and
-prints one line per plan it looked at; the journal keeps each step's story.
+"""``opsbot-apply``: what opsbot-apply.service runs when its timer fires, an approval
+appears (opsbot-apply.path) or root runs ``opsbot apply`` (which starts this unit, so that
+steps always run as the executor's user, in its sandbox, held by polkit). It applies
+every approved plan once, expires old ones, and prints one line per plan it looked at;
+the journal keeps each step's story, and one ``apply.outcomes`` entry per run holds what
+it did to each plan (``opsbot apply`` prints it).
 
 Exit status: 0 when no step failed, 1 when one did, the error's own status (78 for a bad
-config, 74 for a state directory that cannot be written) when nothing could be applied.
+config, 74 for a state directory that cannot be written) when nothing could be applied
+(then an ``apply.failed`` entry says why).
 """
 
 import argparse
+import json
 import os
 import pwd
 import sys
+from typing import Any
+
+import structlog
 
 from executor_svc.apply import Applier, Outcome
 from executor_svc.store import PlanStore, utcnow
@@ -19,6 +27,11 @@ from shared_io.errors import OpsbotError
 from shared_io.paths import Paths
 from shared_schema import PlanState
 from shared_schema.text import printable
+
+#: The unit that runs this program; `opsbot apply` starts it.
+APPLY_UNIT = "opsbot-apply.service"
+
+log = structlog.get_logger("opsbot.apply")
 
 
 def apply_plans(paths: Paths, *, actor: str, dry_run: bool = False) -> list[Outcome]:
@@ -35,21 +48,44 @@ def failed(outcomes: list[Outcome]) -> bool:
     return any(o.state is PlanState.FAILED for o in outcomes if o.ran)
 
 
+def outcome_json(o: Outcome) -> dict[str, Any]:
+    """One outcome as ``opsbot apply --json`` prints it (and ``apply.outcomes`` holds it)."""
+    return {
+        "plan_id": o.plan_id,
+        "state": str(o.state),
+        "message": o.message,
+        "argv": o.argv,
+        "ran": o.ran,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="opsbot-apply",
         description="Apply every approved plan once (what opsbot-apply.service runs).",
     )
     parser.add_argument("--verbose", action="store_true", help="log debug events")
+    parser.add_argument("--json", action="store_true", help="print the outcomes as JSON")
     args = parser.parse_args(argv)
     logsetup.configure("opsbot-apply", verbose=args.verbose)
     try:
         outcomes = apply_plans(Paths.from_env(), actor=pwd.getpwuid(os.getuid()).pw_name)
     except OpsbotError as exc:
+        log.error("apply.failed", error=exc.message, hint=exc.hint, exit_status=exc.exit_status)
         print(f"opsbot-apply: {exc.message}", file=sys.stderr)
         return exc.exit_status
-    for o in outcomes:
-        print(f"{o.plan_id}  {o.state:<11} {printable(o.message)}")
+    # No PLAN_ID field: this is the run's summary, not a line of each plan's story.
+    log.info(
+        "apply.outcomes",
+        plans=len(outcomes),
+        failed=failed(outcomes),
+        outcomes=json.dumps([outcome_json(o) for o in outcomes], sort_keys=True),
+    )
+    if args.json:
+        print(json.dumps([outcome_json(o) for o in outcomes], indent=2, sort_keys=True))
+    else:
+        for o in outcomes:
+            print(f"{o.plan_id}  {o.state:<11} {printable(o.message)}")
     return 1 if failed(outcomes) else 0
 
 

@@ -4,8 +4,16 @@ every check below passes. Each failed check refuses with its own reason.
 An approval is ``<approvals dir>/<plan id>.approval``, JSON (shared_schema.Approval). It
 is honoured only if: the approvals directory is root's and not writable by others; the
 file is a regular file (not a symlink), has one link, is owned by root and not writable
-by group or others; its plan id and fingerprint equal the stored plan's; it has not
-expired; and it has not been used (see PlanStore.consume).
+by group or others; its plan id and fingerprint equal the stored plan's; it is not dated
+in the future (``approved_at`` at most ``CLOCK_SKEW`` ahead of now); it holds no longer
+than ``approval_ttl_seconds`` (``expires_at - approved_at``); it has not expired; and it
+has not been used (see PlanStore.consume).
+
+Root takes an approval out of the apply's reach twice: ``opsbot reject`` removes it
+(:func:`remove_approval`), and once an apply has used it, ``opsbot archive-approvals``
+(opsbot-archive.path, on the executor's consumed markers) moves it to ``used/``, root's
+only (:func:`archive_used`). The executor's uid can rewrite a plan's status or delete its
+consumed marker; it cannot bring back a file root moved.
 """
 
 import contextlib
@@ -13,18 +21,26 @@ import errno
 import json
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from executor_svc.errors import ApprovalExpired, ApprovalRefused
+from executor_svc.errors import ApprovalExpired, ApprovalRefused, StoreError
 from executor_svc.records import PlanRecord
 from executor_svc.store import PlanStore, write_atomic
-from shared_schema import Approval, canonical_json, sha256_hex
+from shared_schema import Approval, canonical_json, is_valid_plan_id, sha256_hex
 
 MAX_APPROVAL_BYTES = 4096
+#: How far in the future an approval's ``approved_at`` may lie. Root writes it with this
+#: host's clock and this host's apply reads it, so the only skew is the clock stepping
+#: between the two (an NTP step at boot, a few seconds); a minute absorbs that, and buys
+#: a clock set back (or a forged date) at most a minute: the lifetime is bounded apart.
+CLOCK_SKEW = timedelta(seconds=60)
+APPROVAL_SUFFIX = ".approval"
+USED_DIR = "used"
 
 
 @dataclass(frozen=True)
@@ -39,6 +55,19 @@ def approval_path(approvals_dir: Path, plan_id: str) -> Path:
 
 def rejection_path(approvals_dir: Path, plan_id: str) -> Path:
     return approvals_dir / f"{plan_id}.rejection"
+
+
+def used_dir(approvals_dir: Path) -> Path:
+    """Where used approvals go: root's only (0700), out of the apply's reach."""
+    return approvals_dir / USED_DIR
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _check_dir(approvals_dir: Path) -> None:
@@ -94,9 +123,18 @@ def read_approval_file(path: Path) -> tuple[bytes, os.stat_result]:
 
 
 def check_approval(
-    approvals_dir: Path, record: PlanRecord, store: PlanStore, now: datetime
+    approvals_dir: Path,
+    record: PlanRecord,
+    store: PlanStore,
+    now: datetime,
+    *,
+    ttl_ceiling_seconds: int,
 ) -> CheckedApproval:
-    """The approval for ``record`` if it passes every check; ApprovalRefused otherwise."""
+    """The approval for ``record`` if it passes every check; ApprovalRefused otherwise.
+
+    ``ttl_ceiling_seconds`` is today's ``approval_ttl_seconds``: an approval that holds
+    longer (a forged one, or one written before the ceiling was lowered) is refused.
+    """
     _check_dir(approvals_dir)
     data, _ = read_approval_file(approval_path(approvals_dir, record.plan_id))
     try:
@@ -112,6 +150,18 @@ def check_approval(
         raise ApprovalRefused(
             f"approval is for fingerprint {approval.sha256[:12]}..., but plan "
             f"{record.plan_id} has {record.sha256[:12]}...; approve the plan again"
+        )
+    if approval.approved_at > now + CLOCK_SKEW:
+        raise ApprovalRefused(
+            f"approval is dated {approval.approved_at.isoformat()}, later than now "
+            f"({now.isoformat()}): the clock went back, or `opsbot approve` did not write it; "
+            "approve the plan again"
+        )
+    lifetime = (approval.expires_at - approval.approved_at).total_seconds()
+    if lifetime > ttl_ceiling_seconds:
+        raise ApprovalRefused(
+            f"approval holds for {lifetime:.0f} s (until {approval.expires_at.isoformat()}), "
+            f"more than approval_ttl_seconds={ttl_ceiling_seconds}; approve the plan again"
         )
     if approval.expired(now):
         raise ApprovalExpired(f"approval expired at {approval.expires_at.isoformat()}")
@@ -137,6 +187,69 @@ def write_approval(
             os.unlink(path)
     write_atomic(path, canonical_json(approval.model_dump(mode="json")) + b"\n", mode=0o644)
     return approval
+
+
+def remove_approval(approvals_dir: Path, plan_id: str) -> bool:
+    """Remove the approval of ``plan_id`` (as root, for ``opsbot reject``); whether there
+    was one. Whatever sits at its name goes, but for a directory (never an approval)."""
+    try:
+        os.unlink(approval_path(approvals_dir, plan_id))
+    except FileNotFoundError:
+        return False
+    except IsADirectoryError:
+        return False
+    with contextlib.suppress(OSError):
+        _fsync_dir(approvals_dir)
+    return True
+
+
+def _used_dir_ready(approvals_dir: Path) -> Path:
+    used = used_dir(approvals_dir)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(used, 0o700)
+    st = os.lstat(used)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0:
+        raise StoreError(f"{used} must be a directory owned by root", hint="rm -rf it as root")
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        os.chmod(used, 0o700)
+    return used
+
+
+def archive_used(approvals_dir: Path, is_used: Callable[[str], bool]) -> list[str]:
+    """Move every approval whose plan ``is_used`` says an apply used to ``used/`` (as
+    root); the plan ids moved, in order.
+
+    ``is_used`` is the executor's consumed marker, or the apply's own journal entry saying
+    it consumed the approval (so deleting the marker first does not keep one in place).
+    Only ``<plan id>.approval`` names are looked at; nothing is overwritten in ``used/``.
+    """
+    _check_dir(approvals_dir)
+    names = sorted(
+        n
+        for n in os.listdir(approvals_dir)
+        if n.endswith(APPROVAL_SUFFIX) and is_valid_plan_id(n[: -len(APPROVAL_SUFFIX)])
+    )
+    candidates = [n[: -len(APPROVAL_SUFFIX)] for n in names]
+    used_ids = [plan_id for plan_id in candidates if is_used(plan_id)]
+    if not used_ids:
+        return []
+    used = _used_dir_ready(approvals_dir)
+    moved: list[str] = []
+    for plan_id in used_ids:
+        source = approval_path(approvals_dir, plan_id)
+        target = used / source.name
+        copy = 0
+        while os.path.lexists(target):
+            copy += 1
+            target = used / f"{plan_id}.{copy}{APPROVAL_SUFFIX}"
+        try:
+            os.rename(source, target)
+        except FileNotFoundError:
+            continue  # gone meanwhile (a reject): nothing left to move
+        moved.append(plan_id)
+    _fsync_dir(used)
+    _fsync_dir(approvals_dir)
+    return moved
 
 
 def write_rejection(

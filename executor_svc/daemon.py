@@ -1,31 +1,41 @@
 """opsbot-executor: the socket-activated daemon that takes plans.
 
-Started by opsbot-executor.socket (or with ``--socket PATH`` by hand). It refuses a peer
-that is neither root, the diagnose user nor an operator before reading its message;
-reads newline-delimited JSON, each message at most 64 KiB and complete within
-``MESSAGE_TIMEOUT`` seconds; answers each with one line; sends READY/STATUS to systemd;
-and exits after ``--idle-timeout`` seconds without a connection (systemd starts it again
-on the next one). A slow or silent client holds only its own thread.
+Started by opsbot-executor.socket (or with ``--socket PATH`` by hand). Before it reads a
+byte it admits the peer by uid (shared_io.admission): at most ``MAX_CLIENTS``
+connections at once, at most ``[executor] connections_per_uid`` of one operator, and
+``DIAGNOSE_RESERVE`` of them that only the diagnose user and root may use, so operators
+together cannot take the diagnosis service's room. It refuses a peer that is neither
+root, the diagnose user nor an operator before reading its message; reads
+newline-delimited JSON, each message at most 64 KiB and complete within
+``MESSAGE_TIMEOUT`` seconds of the previous reply (blank lines do not move that
+deadline); closes an operator's connection ``[executor] connection_lifetime_seconds``
+after it opened; answers each message with one line; sends READY/STATUS to systemd; and
+exits after ``--idle-timeout`` seconds without a connection (systemd starts it again on
+the next one). A slow or silent client holds only its own thread.
 """
 
 import argparse
+import math
+import pwd
 import signal
 import socket
 import sys
+import time
 from pathlib import Path
 from types import FrameType
 
 import structlog
 
 from executor_svc.errors import ExecutorError
-from executor_svc.peer import Peer, Role, Roles
+from executor_svc.peer import Peer, Role, Roles, user_name
 from executor_svc.service import ExecutorService
 from executor_svc.store import PlanStore, utcnow
 from shared_io import log as logsetup
 from shared_io.activation import activated_socket, bind
+from shared_io.admission import Refusal
 from shared_io.config import load_config
 from shared_io.errors import OpsbotError
-from shared_io.framing import LineReader, MessageTooLarge, send_line
+from shared_io.framing import Clock, Deadlines, LineReader, MessageTooLarge, send_line
 from shared_io.paths import Paths
 from shared_io.server import ThreadedServer
 from shared_schema import (
@@ -41,12 +51,24 @@ from shared_schema._model import Model
 MESSAGE_TIMEOUT = 10.0
 SEND_TIMEOUT = 5.0
 MAX_CLIENTS = 128
+#: Of MAX_CLIENTS, the connections only the diagnose user and root may hold.
+DIAGNOSE_RESERVE = 32
+#: Every "busy" refusal starts so (the diagnosis service's submitter retries on it).
+BUSY = "executor busy"
 
 log = structlog.get_logger("opsbot.executor")
 
 
+def _uid_of(user: str) -> int | None:
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except KeyError:
+        return None
+
+
 class Server(ThreadedServer):
     max_connections = MAX_CLIENTS
+    reserved_connections = DIAGNOSE_RESERVE
     drain_seconds = MESSAGE_TIMEOUT
     ready_status = "waiting for plans"
 
@@ -57,13 +79,36 @@ class Server(ThreadedServer):
         roles: Roles,
         idle_timeout: float,
         notify: bool = True,
+        clock: Clock = time.monotonic,
     ) -> None:
-        super().__init__(listener, idle_timeout=idle_timeout, notify=notify)
+        self.connections_per_uid = service.policy.connections_per_uid
+        self.lifetime = service.policy.connection_lifetime_seconds
         self.service = service
         self.roles = roles
+        self.diagnose_uid = _uid_of(roles.diagnose_user)
+        super().__init__(listener, idle_timeout=idle_timeout, notify=notify, clock=clock)
 
-    def busy(self) -> bytes:
-        return encode_message(Reject(reason="executor busy; try again"))
+    def privileged(self, uid: int) -> bool:
+        """The diagnose user, whose submissions the reserve is for, and root, who may do
+        anything here anyway (stop the executor, say): neither has a cap of its own."""
+        return uid == 0 or (self.diagnose_uid is not None and uid == self.diagnose_uid)
+
+    def busy(self, refusal: Refusal) -> bytes:
+        if refusal.limit == "per_uid":
+            reason = (
+                f"{BUSY}: {user_name(refusal.uid)} already holds {refusal.allowed} "
+                "connections, the most one user may ([executor] connections_per_uid); "
+                "close some and try again"
+            )
+        elif refusal.limit == "shared":
+            reason = (
+                f"{BUSY}: operators hold all {refusal.allowed} connections they may share "
+                f"(the other {DIAGNOSE_RESERVE} are kept for the diagnosis service); "
+                "try again soon"
+            )
+        else:
+            reason = f"{BUSY}; try again"
+        return encode_message(Reject(reason=reason))
 
     def _send(self, conn: socket.socket, reply: Model) -> None:
         send_line(conn, encode_message(reply), SEND_TIMEOUT)
@@ -87,34 +132,55 @@ class Server(ThreadedServer):
             return
         self._conversation(conn, peer)
 
+    def _lifetime_over(self, peer: Peer) -> Reject:
+        log.info("connection.lifetime_over", peer_uid=peer.uid, peer_pid=peer.pid)
+        return Reject(
+            reason=f"connection open longer than {self.lifetime:g}s, the most an operator's "
+            "may stay ([executor] connection_lifetime_seconds); reconnect"
+        )
+
     def _conversation(self, conn: socket.socket, peer: Peer) -> None:
-        reader = LineReader(conn, MAX_MESSAGE_BYTES)
+        reader = LineReader(conn, MAX_MESSAGE_BYTES, clock=self.clock)
+        # An operator's connection ends after its lifetime, so replies cannot keep it;
+        # the diagnose user's and root's connect once per request anyway (no cap of
+        # their own either: see privileged).
+        lifetime = math.inf if self.privileged(peer.uid) else self.lifetime
+        deadlines = Deadlines(MESSAGE_TIMEOUT, lifetime, clock=self.clock)
         while not self.stopping.is_set():
             try:
-                line = reader.readline(MESSAGE_TIMEOUT)
+                line = reader.message_by(deadlines.next_message_by())
             except MessageTooLarge:
                 self._send(conn, Reject(reason=f"message larger than {MAX_MESSAGE_BYTES} bytes"))
                 return
             except TimeoutError:
-                if reader.buffer:
-                    self._send(
-                        conn, Reject(reason=f"no complete message within {MESSAGE_TIMEOUT:g}s")
-                    )
+                # Silence or blank lines just end; a message begun is told which deadline.
+                reader.take_waiting()
+                if deadlines.lifetime_over():
+                    late = self._lifetime_over(peer)
+                else:
+                    late = Reject(reason=f"no complete message within {MESSAGE_TIMEOUT:g}s")
+                if reader.buffer.strip():
+                    self._send(conn, late)
                 return
             if line is None:
                 return
-            if not line.strip():
-                continue
+            if deadlines.lifetime_over():
+                self._send(conn, self._lifetime_over(peer))
+                return
             try:
                 request = parse_request(decode_json_object(line))
             except WireError as exc:
                 log.info("request.malformed", peer_uid=peer.uid, reason=exc.message)
+                deadlines.replied()
                 self._send(conn, Reject(reason=exc.message))
                 continue
             try:
                 reply = self.service.handle(request, peer)
             except ExecutorError as exc:
                 reply = Reject(reason=exc.message)
+            # The next message's deadline runs from this reply (marked before it is
+            # sent: a client that has read it finds the deadline already moved).
+            deadlines.replied()
             self._send(conn, reply)
 
 

@@ -3,12 +3,20 @@
 :func:`decide` is the one decision, made the same way by the apply that runs plans and by
 ``opsbot apply --dry-run`` that only says what it would do: a plan left APPLYING by a
 dead apply is INTERRUPTED; an old one EXPIRED; a PROPOSED one waits; an APPROVED one runs
-only if its stored bytes still hash to its fingerprint, its approval passes every check
-(executor_svc.approvals) and today's policy still allows every step. Right before the
-steps, :func:`precondition_mismatch` checks each step's ``expect`` against the live state.
+only if its stored bytes still hash to its fingerprint, root has not rejected it, its
+approval passes every check (executor_svc.approvals, its lifetime included) and today's
+policy still allows every step. Right before the steps, :func:`precondition_mismatch`
+checks each step's ``expect`` against the live state.
 
 :func:`approve` and :func:`reject` are what root's ``opsbot approve`` / ``reject`` do:
-under the apply lock, so that no apply reads a half-made decision.
+under the apply lock, so that no apply reads a half-made decision. The executor's uid
+owns the store, so root believes neither its plan file nor its status file alone:
+``approve`` binds only the sha256 the operator reviewed (a prefix of at least 12 hex
+digits, or the whole one they confirmed on a terminal), and only if the executor's own
+``plan.accepted`` journal entry for that id names the same sha256 (:class:`Accepted`,
+read from the journal by the console). ``reject`` removes the approval file before it
+reads anything the executor owns, and leaves a root-owned rejection that ``decide`` and
+``approve`` both honour.
 """
 
 from __future__ import annotations
@@ -21,14 +29,21 @@ from typing import Literal
 
 import structlog
 
-from executor_svc.approvals import CheckedApproval, check_approval, write_approval
+from executor_svc.approvals import (
+    CheckedApproval,
+    check_approval,
+    rejection_reason,
+    remove_approval,
+    write_approval,
+    write_rejection,
+)
 from executor_svc.errors import ApprovalExpired, ApprovalRefused, TamperedPlan, UsageError
 from executor_svc.policy import policy_errors, step_argv
 from executor_svc.records import PlanRecord, StatusRecord
 from executor_svc.states import TransitionRefused, transition
 from executor_svc.store import PlanStore
 from executor_svc.unit_state import UnitState, UnitStateError, expectation_mismatch
-from shared_schema import Approval, ExecutorPolicy, Plan, PlanState
+from shared_schema import Approval, ExecutorPolicy, Plan, PlanState, is_valid_plan_id
 
 log = structlog.get_logger("opsbot.executor.gate")
 
@@ -42,8 +57,8 @@ class Decision:
 
     ``skip``: final already; ``interrupt``: an apply died in it; ``expire``: too old or its
     approval ran out; ``wait``: not approved; ``refuse``: an approval or the stored bytes
-    failed a check (the plan keeps its state); ``stale``: today's policy refuses a step;
-    ``run``: it may run, with this approval.
+    failed a check, or root rejected it (the plan keeps its state); ``stale``: today's
+    policy refuses a step; ``run``: it may run, with this approval.
     """
 
     action: Action
@@ -76,8 +91,13 @@ def decide(
     argv = step_argv(plan)
     if status.state is PlanState.PROPOSED:
         return Decision("wait", "waiting for approval", plan, argv)
+    rejected = rejection_reason(approvals_dir, record.plan_id)
+    if rejected:
+        return Decision("refuse", f"{rejected}; it never runs", plan, argv)
     try:
-        checked = check_approval(approvals_dir, record, store, now)
+        checked = check_approval(
+            approvals_dir, record, store, now, ttl_ceiling_seconds=policy.approval_ttl_seconds
+        )
     except ApprovalExpired as exc:
         return Decision("expire", exc.message, plan, argv)
     except ApprovalRefused as exc:
@@ -106,6 +126,30 @@ def precondition_mismatch(plan: Plan, read_state: Callable[[str], UnitState]) ->
 
 # -- root's decisions -----------------------------------------------------------------------
 
+#: The shortest sha256 prefix ``opsbot approve --sha256`` takes: 48 bits, so that nobody
+#: finds another valid plan with the same prefix in the minutes between review and approval.
+SHA256_PREFIX_MIN = 12
+_HEX = frozenset("0123456789abcdef")
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """What the journal says opsbot-executor.service stored under one plan id: the sha256
+    of each of its trusted ``plan.accepted`` entries for that id (from that unit, as the
+    executor's user or root), and when the journal begins (None: it holds nothing)."""
+
+    sha256s: frozenset[str]
+    journal_begins: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Reviewed:
+    """A plan that passed every check of :func:`approve` but the operator's sha256."""
+
+    record: PlanRecord
+    plan: Plan
+    status: StatusRecord
+
 
 @dataclass(frozen=True)
 class Approved:
@@ -114,28 +158,112 @@ class Approved:
     approval: Approval
 
 
+def _short(sha: str) -> str:
+    return f"{sha[:16]}..."
+
+
+def is_sha256_prefix(value: str) -> bool:
+    """At least SHA256_PREFIX_MIN and at most 64 lower-case hex digits."""
+    return SHA256_PREFIX_MIN <= len(value) <= 64 and set(value) <= _HEX
+
+
+def _check_accepted(record: PlanRecord, accepted: Accepted) -> None:
+    """The stored plan is the one the executor logged when it stored it, or refuse.
+
+    No trusted entry at all (the journal was rotated or vacuumed, or the plan never went
+    through the executor) refuses too, with no flag to go without: a fresh diagnosis gives
+    a plan with a fresh entry, and such a flag would be one that anyone able to flood the
+    journal until it rotates could make operators learn to type.
+    """
+    plan_id = record.plan_id
+    hint = "diagnose again for a new plan; approve binds only a sha256 the executor logged"
+    if not accepted.sha256s:
+        begins = accepted.journal_begins
+        if begins is None or begins > record.submitted_at:
+            since = f"it begins at {begins.isoformat()}" if begins else "it is empty"
+            raise ApprovalRefused(
+                f"no plan.accepted entry of opsbot-executor.service for plan {plan_id} in the "
+                f"journal: {since}, after the plan was submitted "
+                f"({record.submitted_at.isoformat()}); it was rotated or vacuumed",
+                hint=hint,
+            )
+        raise ApprovalRefused(
+            f"no plan.accepted entry of opsbot-executor.service for plan {plan_id} in the "
+            "journal: the executor never logged storing it",
+            hint=hint,
+        )
+    if accepted.sha256s != {record.sha256}:
+        logged = ", ".join(_short(s) for s in sorted(accepted.sha256s))
+        raise ApprovalRefused(
+            f"plan {plan_id} on disk has sha256 {_short(record.sha256)}, but "
+            f"opsbot-executor.service logged accepting {logged}: the stored plan was "
+            "rewritten after it was accepted; nothing was approved",
+            hint=hint + "; and find out who wrote /var/lib/opsbot/plans",
+        )
+
+
+def _reviewable(
+    store: PlanStore,
+    approvals_dir: Path,
+    plan_id: str,
+    accepted: Accepted,
+    sha256_prefix: str | None,
+) -> Reviewed:
+    record = store.load(plan_id)
+    plan = store.verified_plan(record)
+    status = store.status(plan_id, record)
+    if status.state not in (PlanState.PROPOSED, PlanState.APPROVED):
+        raise UsageError(
+            f"plan {plan_id} is {status.state}; only PROPOSED plans can be approved",
+            hint="diagnose again for a new plan",
+        )
+    rejected = rejection_reason(approvals_dir, plan_id)
+    if rejected:
+        raise UsageError(
+            f"plan {plan_id} was {rejected}; a rejected plan is never approved",
+            hint="diagnose again for a new plan",
+        )
+    if sha256_prefix is not None and not record.sha256.startswith(sha256_prefix):
+        raise ApprovalRefused(
+            f"plan {plan_id} has sha256 {_short(record.sha256)}, not the {sha256_prefix} you "
+            "reviewed: it changed since; nothing was approved",
+            hint=f"`opsbot show {plan_id}` shows it as it is now; approve only what you reviewed",
+        )
+    _check_accepted(record, accepted)
+    return Reviewed(record, plan, status)
+
+
+def review(store: PlanStore, approvals_dir: Path, plan_id: str, accepted: Accepted) -> Reviewed:
+    """Every check :func:`approve` makes but the operator's sha256: what a terminal shows
+    before it asks. (``approve`` makes them all again, under the lock.)"""
+    return _reviewable(store, approvals_dir, plan_id, accepted, None)
+
+
 def approve(
     store: PlanStore,
     approvals_dir: Path,
     plan_id: str,
     *,
+    sha256_prefix: str,
+    accepted: Accepted,
     approver: str,
     now: datetime,
     ttl_seconds: int,
 ) -> Approved:
     """Write the approval of ``plan_id`` bound to its sha256, and mark it APPROVED.
 
-    Only a PROPOSED plan (or an APPROVED one, whose approval is renewed) can be approved.
+    Only a PROPOSED plan (or an APPROVED one, whose approval is renewed) that root did not
+    reject, whose sha256 starts with ``sha256_prefix`` (what the operator reviewed: see
+    :func:`is_sha256_prefix`) and is the one ``accepted`` says the executor logged.
     """
+    if not is_sha256_prefix(sha256_prefix):
+        raise UsageError(
+            f"{sha256_prefix[:80]!r} is not a sha256 prefix: give at least "
+            f"{SHA256_PREFIX_MIN} lower-case hex digits"
+        )
     with store.apply_lock():
-        record = store.load(plan_id)
-        plan = store.verified_plan(record)
-        status = store.status(plan_id, record)
-        if status.state not in (PlanState.PROPOSED, PlanState.APPROVED):
-            raise UsageError(
-                f"plan {plan_id} is {status.state}; only PROPOSED plans can be approved",
-                hint="diagnose again for a new plan",
-            )
+        checked = _reviewable(store, approvals_dir, plan_id, accepted, sha256_prefix)
+        record, status = checked.record, checked.status
         approval = write_approval(approvals_dir, record, approver, now, ttl_seconds)
         if status.state is PlanState.PROPOSED:
             try:
@@ -152,22 +280,39 @@ def approve(
         approver=approver,
         expires_at=approval.expires_at.isoformat(),
     )
-    return Approved(record, plan, approval)
+    return Approved(record, checked.plan, approval)
 
 
 def reject(
-    store: PlanStore, plan_id: str, *, by: str, now: datetime, reason: str | None
+    store: PlanStore,
+    approvals_dir: Path,
+    plan_id: str,
+    *,
+    by: str,
+    now: datetime,
+    reason: str | None,
 ) -> StatusRecord:
-    """Mark ``plan_id`` REJECTED: it will never run."""
+    """Mark ``plan_id`` REJECTED: it will never run.
+
+    Its approval file goes first, before the lock or anything else the executor's uid owns
+    is touched, so that no planted lock or status file can keep it valid; then root writes
+    a rejection, which ``decide`` honours whatever the status file says later.
+    """
+    if not is_valid_plan_id(plan_id):
+        raise UsageError(f"{plan_id[:80]!r} is not a plan id")
+    removed = remove_approval(approvals_dir, plan_id)
+    if removed:
+        log.info("approval.removed", plan_id=plan_id, by=by)
     with store.apply_lock():
         record = store.load(plan_id)
         status = store.status(plan_id, record)
+        why = reason or "rejected by operator"
         try:
-            status = transition(
-                status, PlanState.REJECTED, by=by, at=now, reason=reason or "rejected by operator"
-            )
+            status = transition(status, PlanState.REJECTED, by=by, at=now, reason=why)
         except TransitionRefused as exc:
-            raise UsageError(exc.message) from exc
+            hint = "its approval file was removed" if removed else None
+            raise UsageError(exc.message, hint=hint) from exc
+        write_rejection(approvals_dir, record, by, now, why)
         store.save_status(status)
     log.info("plan.rejected", plan_id=plan_id, sha256=record.sha256, approver=by, reason=reason)
     return status

@@ -5,9 +5,10 @@ import grp
 import os
 import pwd
 import socket
-import struct
 from dataclasses import dataclass
 from enum import Enum
+
+from shared_io.admission import peer_credentials
 
 
 class Role(Enum):
@@ -34,13 +35,8 @@ class Peer:
     role: Role
 
 
-def peer_credentials(conn: socket.socket) -> tuple[int, int, int]:
-    raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, uid, gid = struct.unpack("3i", raw)
-    return pid, uid, gid
-
-
-def _user_name(uid: int) -> str:
+def user_name(uid: int) -> str:
+    """The user's name, or ``uid:N`` for a uid without one."""
     try:
         return pwd.getpwuid(uid).pw_name
     except KeyError:
@@ -57,7 +53,7 @@ class Roles:
     def role_of(self, uid: int, gid: int) -> Role:
         if uid == 0:
             return Role.ROOT
-        name = _user_name(uid)
+        name = user_name(uid)
         if name == self.diagnose_user:
             return Role.DIAGNOSE
         try:
@@ -72,4 +68,4 @@ class Roles:
 
     def identify(self, conn: socket.socket) -> Peer:
         pid, uid, gid = peer_credentials(conn)
-        return Peer(pid, uid, gid, _user_name(uid), self.role_of(uid, gid))
+        return Peer(pid, uid, gid, user_name(uid), self.role_of(uid, gid))

@@ -336,7 +336,10 @@ class PlanStore:
         return True
 
     def is_consumed(self, plan_id: str) -> bool:
-        return (self.consumed / f"{plan_id}.json").exists()
+        """Whether an apply used the approval of ``plan_id``: anything at its marker's name
+        counts (a symlink too, even a dangling one). Root's archiver (``opsbot
+        archive-approvals``) reads this to move that approval out of the apply's reach."""
+        return os.path.lexists(self.consumed / f"{plan_id}.json")
 
     # -- apply lock -------------------------------------------------------------------
 

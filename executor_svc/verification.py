@@ -22,6 +22,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import structlog
 
@@ -42,6 +43,7 @@ from shared_schema import (
     Verification,
 )
 from shared_schema.plan import RESTART_BUDGET, TRIED_BEFORE
+from shared_schema.units import is_valid_plan_id
 
 log = structlog.get_logger("opsbot.executor.verify")
 
@@ -76,16 +78,29 @@ def _recent(store: PlanStore, policy: ExecutorPolicy, now: datetime) -> Iterator
         minutes=policy.restart_budget_minutes, seconds=policy.plan_ttl_seconds
     )
     oldest = f"{horizon:%Y%m%d-%H%M%S}"
-    for plan_id in store.ids():
+    # Only a plan whose approval was consumed has run: the consumed markers name them,
+    # so a submit reads the few plans that ran lately, not the whole store.
+    for plan_id in _named_in(store.consumed, ".json"):
         if plan_id >= oldest:
             yield plan_id
 
 
+def _named_in(directory: Path, suffix: str = "") -> list[str]:
+    """The plan ids that files in ``directory`` are named for, sorted (none if it is
+    missing)."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    ids = (n[: len(n) - len(suffix)] if suffix else n for n in names if n.endswith(suffix))
+    return sorted(i for i in ids if is_valid_plan_id(i))
+
+
 def pending(store: PlanStore, now: datetime) -> list[AwaitingPlan]:
     """The APPLIED plans no verification has been recorded for, applied within
-    VERIFY_HORIZON, oldest first."""
+    VERIFY_HORIZON, oldest first: those with a marker in ``verify/`` (mark_applied)."""
     out = []
-    for plan_id in store.ids():
+    for plan_id in _named_in(store.verify):
         try:
             record = store.load(plan_id)
             status = store.status(plan_id, record)

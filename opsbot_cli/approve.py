@@ -1,17 +1,47 @@
-"""``opsbot approve ID`` (root): bind an approval to exactly this plan's sha256."""
+"""``opsbot approve ID`` (root): bind an approval to exactly the plan the operator reviewed.
+
+The stored plan belongs to the executor's user, which could rewrite it, and its sha256
+with it, between ``opsbot show`` and ``opsbot approve``. So approve binds:
+
+- on a terminal (without ``--sha256``): the plan as root reads it now, shown (its steps as
+  argv, its sha256) and confirmed with ``y``;
+- with ``--sha256 PREFIX`` (at least 12 hex digits of the sha256 ``opsbot show`` printed
+  or the submit reply carried): only a plan whose sha256 starts with it;
+- without a terminal and without ``--sha256``: nothing (one line saying to pass it);
+
+and in every case only if opsbot-executor.service's own ``plan.accepted`` journal entry
+for the id names the same sha256 (opsbot_cli/journal_witness.py, executor_svc/gate.py).
+"""
 
 from __future__ import annotations
 
 import argparse
 import shlex
+import sys
+from pathlib import Path
+from typing import TextIO
 
-from executor_svc.gate import approve
+from executor_svc.gate import Reviewed, approve, is_sha256_prefix, review
 from executor_svc.policy import step_argv
 from executor_svc.store import PlanStore, utcnow
-from opsbot_cli.errors import UsageError
-from opsbot_cli.output import command, json_out, operator_name, out, plan_id_arg, require_root, when
+from opsbot_cli import journal_witness
+from opsbot_cli.errors import ConsoleError, UsageError
+from opsbot_cli.output import (
+    command,
+    json_out,
+    operator_name,
+    out,
+    plan_id_arg,
+    printable,
+    require_root,
+    when,
+)
 from shared_io.config import load_config
-from shared_io.paths import Paths
+from shared_io.paths import DEFAULTS, Paths
+from shared_io.run import run as run_program
+
+APPLY_UNIT = "opsbot-apply.service"
+APPLY_PATH = "opsbot-apply.path"
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -19,6 +49,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         sub, "approve", "(root) approve a plan: binds an approval to its sha256, with expiry"
     )
     p.add_argument("plan_id", metavar="ID")
+    p.add_argument(
+        "--sha256",
+        metavar="PREFIX",
+        help="the sha256 you reviewed (at least 12 hex digits, from `opsbot show ID`); "
+        "needed without a terminal, where approve cannot ask",
+    )
     p.add_argument(
         "--ttl",
         type=int,
@@ -28,22 +64,49 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=run)
 
 
+def sha256_arg(value: str) -> str:
+    prefix = value.strip().lower()
+    if not is_sha256_prefix(prefix):
+        raise UsageError(
+            f"--sha256 takes at least 12 hex digits of the plan's sha256, not "
+            f"{printable(value[:80])!r}"
+        )
+    return prefix
+
+
 def run(args: argparse.Namespace, paths: Paths) -> int:
     require_root("approve")
     plan_id = plan_id_arg(args.plan_id)
+    prefix = sha256_arg(args.sha256) if args.sha256 is not None else None
+    if prefix is None and not sys.stdin.isatty():
+        raise UsageError(
+            "no terminal to confirm on: pass --sha256 PREFIX, at least 12 hex digits of the "
+            f"sha256 you reviewed (`opsbot show {plan_id}`)"
+        )
     config = load_config(paths.config)
     ceiling = config.executor.approval_ttl_seconds
     ttl = args.ttl or ceiling
     if ttl > ceiling:
         raise UsageError(f"--ttl {ttl} exceeds approval_ttl_seconds={ceiling} in {paths.config}")
+    store = PlanStore(paths.state_dir)
+    accepted = journal_witness.accepted(plan_id)
+    if prefix is None:
+        reviewed = review(store, paths.approvals_dir, plan_id, accepted)
+        stream = sys.stderr if args.json else sys.stdout
+        if not confirmed(reviewed, ttl, stream):
+            raise ConsoleError(f"plan {plan_id} was not approved: the answer was not yes")
+        prefix = reviewed.record.sha256
     done = approve(
-        PlanStore(paths.state_dir),
+        store,
         paths.approvals_dir,
         plan_id,
+        sha256_prefix=prefix,
+        accepted=accepted,
         approver=operator_name(),
         now=utcnow(),
         ttl_seconds=ttl,
     )
+    start_apply(paths)
     if args.json:
         json_out(done.approval.model_dump(mode="json"))
         return 0
@@ -55,3 +118,45 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         out(f"  {shlex.join(argv)}")
     out("opsbot-apply.path starts the apply now; `opsbot audit " + plan_id + "` follows it")
     return 0
+
+
+def start_apply(paths: Paths) -> None:
+    """Ask systemd for an apply now, queued after one that is running or stopping.
+
+    opsbot-apply.path starts one when the approval appears, but a path unit does not watch
+    while the service it started runs (and root moves used approvals away as it stops):
+    an approval written then would wait for the timer. So, where the path unit is active
+    (applies on approval are wanted) and for the approvals directory the unit reads, ask
+    systemd directly; a failure here only leaves it to the path unit and the timer.
+    """
+    if paths.approvals_dir != Path(DEFAULTS["OPSBOT_APPROVALS_DIR"]):
+        return
+    if run_program(["systemctl", "is-active", "--quiet", APPLY_PATH], timeout=10).ok:
+        run_program(["systemctl", "start", "--no-block", APPLY_UNIT], timeout=10)
+
+
+def confirmed(reviewed: Reviewed, ttl: int, stream: TextIO) -> bool:
+    """Show the plan as root reads it now and ask; True only for "y" or "yes"."""
+    record, plan = reviewed.record, reviewed.plan
+
+    def say(text: str) -> None:
+        print(text, file=stream)
+
+    say(f"plan      {record.plan_id} ({reviewed.status.state})")
+    say(f"sha256    {record.sha256}")
+    say(f"goal      {printable(plan.goal)}")
+    say(f"submitted {when(record.submitted_at)} by {printable(record.submitted_by.user)}")
+    say("steps (each runs as this argv, no shell):")
+    for index, (step, argv) in enumerate(zip(plan.steps, step_argv(plan), strict=True), 1):
+        say(f"  {index}. {shlex.join(argv)}")
+        if step.expect is not None:
+            say(f"     expect {step.expect.model_dump_json(exclude_none=True)}")
+        if step.reason:
+            say(f"     why    {printable(step.reason)}")
+    print(
+        f"Approve exactly this plan (sha256 {record.sha256[:16]}...) for {ttl} s? [y/N] ",
+        end="",
+        file=stream,
+        flush=True,
+    )
+    return sys.stdin.readline().strip().lower() in ("y", "yes")

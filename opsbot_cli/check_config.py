@@ -4,12 +4,16 @@ to act on units (the privilege mode)."""
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 from typing import Any
 
 from executor_svc.polkit import RULE_PATH, allowed_verbs, privilege_mode, render_rule
 from opsbot_cli.output import command, json_out, out
 from shared_io.config import load_config
+from shared_io.errors import ConfigError
 from shared_io.paths import Paths
+from shared_io.trusted import untrusted_reason
 
 WRITE_RULE = "`opsbot polkit-rule --write`"
 
@@ -20,8 +24,30 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=run)
 
 
+#: Credential files README.md suggests next to the config (LoadCredential= sources).
+CREDENTIAL_FILES = ("llm_api_key", "llm_api_url", "llm_model")
+
+
+def check_credential_files(directory: Path) -> list[str]:
+    """Refuse a credential source others may change; warnings for one others may read."""
+    warnings = []
+    for name in CREDENTIAL_FILES:
+        path = directory / name
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        reason = untrusted_reason(path, st, secret=True)
+        if reason:
+            raise ConfigError(f"credential {reason}")
+        if name == "llm_api_key" and st.st_mode & 0o004:
+            warnings.append(f"{path} is readable by every local user; chmod 0600 {path}")
+    return warnings
+
+
 def run(args: argparse.Namespace, paths: Paths) -> int:
     config = load_config(paths.config)
+    warnings = check_credential_files(paths.config.parent)
     mode = privilege_mode()
     rule_current = RULE_PATH.exists() and RULE_PATH.read_text() == render_rule(config.executor)
     allow = allowed_verbs(config.executor)
@@ -37,6 +63,7 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         "watch": config.diagnose.watch,
         "health_targets": sorted(config.diagnose.health),
         "model": config.diagnose.model.kind,
+        "warnings": warnings,
     }
     if args.json:
         json_out(info)
@@ -46,6 +73,8 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
             out(f"  may {verb}: {', '.join(units)}")
         if not allow:
             out("  may do nothing: [executor.allow] is empty")
+        for warning in warnings:
+            out(f"  warning: {warning}")
         out(f"privilege mode: {mode}")
         if mode == "polkit" and not rule_current:
             out(f"  warning: {RULE_PATH} does not match the policy; run {WRITE_RULE}")

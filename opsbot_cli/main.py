@@ -4,7 +4,8 @@
     opsbot show ID [--argv]       one plan: its steps, as the argv each will run
     opsbot approve ID             (root) approve exactly this plan, bound to its sha256
     opsbot reject ID              (root) refuse it
-    opsbot apply [--dry-run]      run approved plans now (the timer does this too)
+    opsbot archive-approvals      (root) move used approvals out of the apply's reach
+    opsbot apply [--dry-run]      (root) run approved plans now, in opsbot-apply.service
     opsbot audit ID               the plan's story from the journal
     opsbot diagnose UNIT          ask the diagnosis service why UNIT is down (live steps)
     opsbot watch UNIT             (root) diagnose UNIT automatically whenever it fails
@@ -23,6 +24,7 @@ import sys
 from opsbot_cli import (
     apply,
     approve,
+    archive,
     audit,
     check_config,
     diagnose,
@@ -37,7 +39,19 @@ from shared_io.errors import OpsbotError
 from shared_io.paths import Paths
 
 #: One module per command, in the order --help lists them.
-COMMANDS = (plans, show, approve, reject, apply, audit, diagnose, watch, check_config, polkit_rule)
+COMMANDS = (
+    plans,
+    show,
+    approve,
+    reject,
+    archive,
+    apply,
+    audit,
+    diagnose,
+    watch,
+    check_config,
+    polkit_rule,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,13 +1,15 @@
 """``opsbot polkit-rule [--write]``: the polkit rule generated from the policy, which lets
-the executor's user act on exactly the allowed units with exactly the allowed verbs."""
+the executor's user act on exactly the allowed units with exactly the allowed verbs, and
+answers NO to opsbot's users for every other action. ``--write`` replaces the rule file
+atomically, owned by root:root with mode 0644."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from executor_svc.polkit import RULE_PATH, render_rule
-from executor_svc.store import write_atomic
+from executor_svc.polkit import RULE_PATH, render_rule, write_rule
+from opsbot_cli.errors import ConsoleError
 from opsbot_cli.output import command, out, require_root
 from shared_io.config import load_config
 from shared_io.paths import Paths
@@ -25,7 +27,12 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         sys.stdout.write(rule)
         return 0
     require_root("polkit-rule --write")
-    RULE_PATH.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(RULE_PATH, rule.encode(), mode=0o644)
-    out(f"wrote {RULE_PATH}; polkit reloads its rules by itself")
+    try:
+        write_rule(rule)
+    except OSError as exc:
+        raise ConsoleError(
+            f"cannot write {RULE_PATH}: {exc.strerror or exc}",
+            hint=f"is {RULE_PATH.parent} a directory on a writable file system?",
+        ) from exc
+    out(f"wrote {RULE_PATH} (root:root 0644); polkit reloads its rules by itself")
     return 0

@@ -1,4 +1,9 @@
-"""``opsbot reject ID`` (root): refuse a plan; it will never run."""
+"""``opsbot reject ID`` (root): refuse a plan; it will never run.
+
+Root removes the plan's approval file (so no later rewrite of the executor's status file
+can bring an approved plan back) and leaves a root-owned rejection next to where it was,
+which the apply and ``opsbot approve`` honour whatever the status file says.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from shared_io.paths import Paths
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = command(sub, "reject", "(root) refuse a plan; it will never run")
+    p = command(sub, "reject", "(root) refuse a plan and remove its approval; it will never run")
     p.add_argument("plan_id", metavar="ID")
     p.add_argument("--reason", help="why, for the audit trail")
     p.set_defaults(func=run)
@@ -22,6 +27,7 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
     plan_id = plan_id_arg(args.plan_id)
     reject(
         PlanStore(paths.state_dir),
+        paths.approvals_dir,
         plan_id,
         by=operator_name(),
         now=utcnow(),

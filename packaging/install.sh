@@ -4,7 +4,7 @@
 # - a virtualenv (Debian's python3) with opsbot and its dependencies,
 # - units in /etc/systemd/system, users and groups (systemd-sysusers),
 #   directories (systemd-tmpfiles --create), /etc/opsbot/opsbot.toml if absent,
-# - with --enable: `systemctl enable --now` the sockets, the apply and verify timers and paths.
+# - with --enable: `systemctl enable --now` the sockets and the apply/verify/archive timers and paths.
 # --offline installs opsbot itself without touching a package index (the venv must
 # already hold the dependencies, as in the test container).
 # --without-polkit: for hosts without polkit, run the executor and apply as root with an
@@ -86,6 +86,23 @@ for unit in opsbot-diagnose.service opsbot-onfailure@.service opsbot-verify.serv
     chmod 0644 "$dropin"
 done
 systemd-sysusers /etc/sysusers.d/opsbot.conf
+# opsbot's users have no home they can write (a user unit there plus logind's linger would
+# escape the sandbox); sysusers leaves an existing user as it is, so move an older one's.
+# usermod refuses while the user runs a process: the executor is socket-activated.
+for user in opsbot-executor opsbot-diagnose; do
+    home=$(getent passwd "$user" | cut -d: -f6)
+    if [ "$home" != / ]; then
+        step "$user: home $home -> /"
+        if [ "$user" = opsbot-executor ]; then
+            systemctl stop opsbot-executor.service 2>/dev/null || true
+        fi
+        usermod -d / "$user" || {
+            echo "install.sh: $user still runs a process, so its home stays $home;" \
+                "stop opsbot-apply.service and opsbot-diagnose.service, then run me again" >&2
+            exit 1
+        }
+    fi
+done
 systemd-tmpfiles --create /etc/tmpfiles.d/opsbot.conf
 if [ ! -e /etc/opsbot/opsbot.toml ]; then
     install -m 0644 "$src/packaging/opsbot.toml.example" /etc/opsbot/opsbot.toml
@@ -95,9 +112,10 @@ ln -sf "$venv/bin/opsbot" /usr/local/bin/opsbot
 systemctl daemon-reload
 
 if [ "$enable" = 1 ]; then
-    step "enabling the executor and diagnose sockets, the apply and verify timers and paths"
+    step "enabling the executor and diagnose sockets, the apply, verify and archive timers and paths"
     systemctl enable --now opsbot-executor.socket opsbot-diagnose.socket opsbot-apply.timer \
-        opsbot-apply.path opsbot-verify.timer opsbot-verify.path
+        opsbot-apply.path opsbot-verify.timer opsbot-verify.path \
+        opsbot-archive.timer opsbot-archive.path
 fi
 if [ "$without_polkit" = 0 ] && { [ -d /usr/share/polkit-1 ] || [ -x /usr/lib/polkit-1/polkitd ]; }; then
     "$venv/bin/opsbot" polkit-rule --write

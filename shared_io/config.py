@@ -1,13 +1,15 @@
 """Reading /etc/opsbot/opsbot.toml into shared_schema.OpsbotConfig, for every unit.
 
 A missing file means the defaults (an empty allowlist: opsbot may touch nothing). A file
-that cannot be read, is not UTF-8 or TOML, or holds a bad or unknown key is a
+not owned by root, or writable by group or others (shared_io/trusted.py), or one that
+cannot be read, is not UTF-8 or TOML, or holds a bad or unknown key is a
 :class:`ConfigError` whose message names the file and the key path
 (``/etc/opsbot/opsbot.toml: diagnose.health.web.url: ...``).
 """
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 
@@ -15,16 +17,21 @@ from pydantic import ValidationError
 
 from shared_io.errors import ConfigError
 from shared_io.paths import config_path
+from shared_io.trusted import untrusted_parent, untrusted_reason
 from shared_schema import OpsbotConfig, field_errors
 
 HINT = "see README.md, 'The config file', for every key and its default"
+#: Far more than any real config; a bigger file is a mistake, not a config.
+MAX_CONFIG_BYTES = 1 << 20
 
 
 def load_config(path: Path | None = None) -> OpsbotConfig:
     """The validated configuration at ``path`` (default: :func:`config_path`)."""
     path = config_path() if path is None else path
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as f:
+            st = os.fstat(f.fileno())
+            raw = f.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         return OpsbotConfig()
     except OSError as exc:
@@ -32,6 +39,11 @@ def load_config(path: Path | None = None) -> OpsbotConfig:
             f"cannot read {path}: {exc.strerror or exc}",
             hint="the unit's user needs read access to it",
         ) from exc
+    reason = untrusted_reason(path, st) or untrusted_parent(path)
+    if reason:
+        raise ConfigError(reason)
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes", hint=HINT)
     try:
         document = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:

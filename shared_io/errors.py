@@ -45,7 +45,8 @@ class SocketUnavailable(OpsbotError):
     """A Unix socket is missing, refuses connections, times out or hangs up.
 
     ``path`` is the socket; ``reason`` one of ``missing``, ``refused``, ``permission``,
-    ``timeout``, ``closed`` or ``io``, so that a caller can choose its own hint.
+    ``busy`` (its queue of connections is full), ``timeout``, ``closed`` or ``io``, so
+    that a caller can choose its own hint.
     """
 
     exit_status = 69  # EX_UNAVAILABLE

@@ -1,14 +1,16 @@
 """Newline-delimited messages on Unix sockets, the one framing of every opsbot socket.
 
 A message is one line: bytes up to a newline, at most ``limit`` bytes, to arrive within a
-deadline. Servers read with :class:`LineReader` and answer with :func:`send_line`;
-clients use :func:`exchange` (one request, one reply line) or :func:`stream` (one
-request, then reply lines until the server closes). Every read is bounded in size and
-in time, so a slow, silent or flooding peer costs one connection, not the process.
+deadline. Servers read with :class:`LineReader` and answer with :func:`send_line`,
+timing each message with :class:`Deadlines` (a deadline per message that blank lines do
+not move, and one for the whole connection); clients use :func:`exchange` (one request,
+one reply line) or :func:`stream` (one request, then reply lines until the server
+closes). Every read is bounded in size and in time, so a slow, silent or flooding peer
+costs one connection, not the process.
 
 Client failures are :class:`~shared_io.errors.SocketUnavailable` with a ``reason``
-(``missing``, ``refused``, ``permission``, ``timeout``, ``closed``, ``io``) for the
-caller's hint, or :class:`~shared_io.errors.PeerProtocolError` for a reply that does
+(``missing``, ``refused``, ``permission``, ``busy``, ``timeout``, ``closed``, ``io``) for
+the caller's hint, or :class:`~shared_io.errors.PeerProtocolError` for a reply that does
 not fit its limit.
 """
 
@@ -17,12 +19,15 @@ from __future__ import annotations
 import contextlib
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from shared_io.errors import PeerProtocolError, SocketUnavailable
 
 CHUNK = 65536
+
+#: What deadlines are measured on: ``time.monotonic``, or a test's clock.
+Clock = Callable[[], float]
 
 
 class MessageTooLarge(Exception):
@@ -36,9 +41,10 @@ class MessageTooLarge(Exception):
 class LineReader:
     """Reads newline-terminated messages of at most ``limit`` bytes from ``sock``."""
 
-    def __init__(self, sock: socket.socket, limit: int) -> None:
+    def __init__(self, sock: socket.socket, limit: int, clock: Clock = time.monotonic) -> None:
         self.sock = sock
         self.limit = limit
+        self.clock = clock
         self.buffer = b""
         #: Set when the last message came without its newline (the peer closed after it).
         self.unterminated = False
@@ -50,10 +56,26 @@ class LineReader:
         Raises MessageTooLarge, TimeoutError (the deadline passed; what was read so far
         stays in ``buffer``) or OSError from the socket.
         """
-        return self.readline_by(time.monotonic() + timeout)
+        return self.readline_by(self.clock() + timeout)
+
+    def message_by(self, deadline: float) -> bytes | None:
+        """The next message that is not blank, by ``deadline``: blank lines are skipped
+        and do not move it (a peer cannot hold a connection by sending newlines)."""
+        while True:
+            line = self.readline_by(deadline)
+            if line is None or line.strip():
+                return line
+
+    def take_waiting(self) -> None:
+        """Add to ``buffer`` what has already arrived (one chunk at most), without
+        waiting: after a deadline, so that a message sent just as it passed is answered
+        (with a refusal), not cut off unread."""
+        self.sock.settimeout(0.0)  # non-blocking: a timeout would wait and retry
+        with contextlib.suppress(BlockingIOError, InterruptedError):
+            self.buffer += self.sock.recv(CHUNK)
 
     def readline_by(self, deadline: float) -> bytes | None:
-        """:meth:`readline` with an absolute deadline (``time.monotonic()``)."""
+        """:meth:`readline` with an absolute deadline (on the reader's clock)."""
         while True:
             newline = self.buffer.find(b"\n")
             if newline >= 0:
@@ -63,7 +85,7 @@ class LineReader:
                 return line
             if len(self.buffer) > self.limit:
                 raise MessageTooLarge(self.limit)
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self.clock()
             if remaining <= 0:
                 raise TimeoutError
             self.sock.settimeout(remaining)
@@ -77,6 +99,34 @@ class LineReader:
                     return line
                 return None
             self.buffer += chunk
+
+
+class Deadlines:
+    """When a server stops waiting on one connection: each message must be complete
+    within ``per_message`` seconds of the previous reply (or of the connection's start),
+    and the connection ends ``lifetime`` seconds after it started, whatever it sends."""
+
+    def __init__(self, per_message: float, lifetime: float, clock: Clock = time.monotonic) -> None:
+        self.per_message = per_message
+        self.lifetime = lifetime
+        self.clock = clock
+        self.started = clock()
+        self.replied_at = self.started
+
+    def replied(self) -> None:
+        """The server answered a message: the next one has ``per_message`` from now."""
+        self.replied_at = self.clock()
+
+    @property
+    def ends_at(self) -> float:
+        return self.started + self.lifetime
+
+    def next_message_by(self) -> float:
+        """The deadline of the next message: the earlier of the two."""
+        return min(self.replied_at + self.per_message, self.ends_at)
+
+    def lifetime_over(self) -> bool:
+        return self.clock() >= self.ends_at
 
 
 def send_line(sock: socket.socket, data: bytes, timeout: float) -> None:
@@ -102,6 +152,10 @@ def connect(path: str | Path, timeout: float) -> socket.socket:
             ) from exc
         if isinstance(exc, PermissionError):
             raise SocketUnavailable(where, "permission", "permission denied") from exc
+        if isinstance(exc, BlockingIOError):
+            raise SocketUnavailable(
+                where, "busy", "its queue of connections is full (the server is busy)"
+            ) from exc
         if isinstance(exc, TimeoutError):
             raise SocketUnavailable(
                 where, "timeout", f"no connection within {timeout:g} s"
@@ -128,12 +182,18 @@ def _read(reader: LineReader, where: str, deadline: float, timeout: float) -> by
         raise SocketUnavailable(where, "io", f"reading the reply failed: {exc}") from exc
 
 
-def _send(sock: socket.socket, where: str, data: bytes, timeout: float) -> None:
+def _send(reader: LineReader, where: str, data: bytes, timeout: float) -> None:
+    """Send the request; a server that closed first is an error unless it left a line
+    (a refusal sent before reading, such as "busy"), which the caller then reads."""
     try:
-        send_line(sock, data, timeout)
+        send_line(reader.sock, data, timeout)
     except TimeoutError as exc:
         raise SocketUnavailable(where, "timeout", f"took no request within {timeout:g} s") from exc
     except (BrokenPipeError, ConnectionResetError) as exc:
+        with contextlib.suppress(OSError):
+            reader.take_waiting()
+        if b"\n" in reader.buffer:
+            return
         raise SocketUnavailable(
             where, "closed", "closed the connection before the request"
         ) from exc
@@ -149,8 +209,8 @@ def exchange(path: str | Path, message: bytes, *, limit: int, timeout: float) ->
     where = str(path)
     deadline = time.monotonic() + timeout
     with contextlib.closing(connect(where, timeout)) as sock:
-        _send(sock, where, message, max(0.001, deadline - time.monotonic()))
         reader = LineReader(sock, limit)
+        _send(reader, where, message, max(0.001, deadline - time.monotonic()))
         line = _read(reader, where, deadline, timeout)
     if line is None:
         raise SocketUnavailable(where, "closed", "closed the connection without replying")
@@ -164,7 +224,7 @@ def stream(path: str | Path, message: bytes, *, limit: int, timeout: float) -> I
     ``timeout`` seconds of the one before) until the server closes the connection."""
     where = str(path)
     with contextlib.closing(connect(where, timeout)) as sock:
-        _send(sock, where, message, timeout)
         reader = LineReader(sock, limit)
+        _send(reader, where, message, timeout)
         while (line := _read(reader, where, time.monotonic() + timeout, timeout)) is not None:
             yield line

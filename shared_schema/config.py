@@ -35,6 +35,12 @@ class ExecutorPolicy(Model):
     #: times within restart_budget_minutes, no plan may start or restart it again.
     restart_budget: Annotated[int, Field(ge=1, le=100)] = 3
     restart_budget_minutes: Annotated[int, Field(ge=1, le=7 * 24 * 60)] = 30
+    #: Connections one operator may hold on the executor socket at once (the diagnose
+    #: user and root are bound only by the socket's 128, 32 of which are kept for them).
+    connections_per_uid: Annotated[int, Field(ge=1, le=96)] = 16
+    #: Seconds after which the executor closes an operator's connection, whatever it
+    #: sends (the diagnose user and root connect once per request).
+    connection_lifetime_seconds: Annotated[float, Field(ge=10, le=3600)] = 60.0
 
     @field_validator("allow")
     @classmethod
@@ -91,10 +97,17 @@ class DiagnoseSettings(Model):
     """``[diagnose]``: what may be looked at, and the loop's bounds."""
 
     watch: list[UnitName] = []
+    #: Units an operator may have diagnosed although opsbot may not act on them (the
+    #: allowlist's and the health targets' units always may, with their dependencies).
+    scope: list[UnitName] = []
     health: dict[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")], HealthTarget] = {}
     redact_patterns: list[str] = []
     max_steps: Annotated[int, Field(ge=1, le=32)] = 6
     token_budget: Annotated[int, Field(ge=1000)] = 60000
+    #: Diagnoses one user may have running at once on the diagnose socket (root: no cap).
+    runs_per_uid: Annotated[int, Field(ge=1, le=4)] = 2
+    #: Diagnoses one user may start within any 60 seconds on the diagnose socket.
+    runs_per_minute_per_uid: Annotated[int, Field(ge=1, le=600)] = 10
     model: ModelSettings = ModelSettings()
     verify: VerifySettings = VerifySettings()
 

@@ -10,7 +10,11 @@ from typing import Annotated
 
 from pydantic import AfterValidator, StringConstraints
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: C0 and C1 controls and DEL; the bidirectional formatting characters (marks U+061C,
+#: U+200E, U+200F, embeddings and overrides U+202A..U+202E, isolates U+2066..U+2069), with
+#: which a text displays in another order than it holds ("Trojan Source"); and the line
+#: and paragraph separators U+2028/U+2029, which some terminals and pagers break lines on.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 
 
 def _no_control(value: str) -> str:
@@ -18,16 +22,22 @@ def _no_control(value: str) -> str:
     if match:
         raise ValueError(
             f"control character U+{ord(match.group()):04X} at offset {match.start()} is not "
-            "allowed (no newlines, tabs or escape sequences)"
+            "allowed (no newlines, tabs, escape sequences or bidirectional overrides)"
         )
     if not value.strip():
         raise ValueError("must not be empty or only whitespace")
     return value
 
 
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
 def printable(value: str) -> str:
-    """Replace control characters with visible escapes, for showing untrusted text."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+    """Replace control and bidirectional formatting characters with visible escapes
+    (``\\x1b``, ``\\u202e``), for showing untrusted text."""
+    return _CONTROL.sub(lambda m: _escape(m.group()), value)
 
 
 Goal = Annotated[str, StringConstraints(strict=True, max_length=200), AfterValidator(_no_control)]

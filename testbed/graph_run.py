@@ -18,7 +18,7 @@ from typing import Any
 from testbed import graph as graphs
 from testbed.container import BootedSystemd
 from testbed.graph_faults import Case, inject
-from testbed.host import opsbot
+from testbed.host import approve, opsbot
 from testbed.injecting import InjectionError
 
 HEALTH_HOLD_SECONDS = 10.0
@@ -102,7 +102,7 @@ def carry(ct: BootedSystemd, case: Case, plan_id: str, record: CaseRecord) -> No
     """Approve the plan; the path unit applies it; then every health target must answer
     200 for HEALTH_HOLD_SECONDS, and opsbot-verify must say VERIFIED (or, where the fix
     cannot hold, UNRESOLVED with a follow-up that does not repeat it)."""
-    opsbot(ct, "approve", plan_id)
+    approve(ct, plan_id)
 
     def settled() -> str:
         state = _state(ct, plan_id)

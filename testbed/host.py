@@ -39,6 +39,11 @@ settle_seconds = 3
 restart_unit = ["demo-web.service", "demo-db.service"]
 start_unit = ["demo-web.service", "demo-db.service", "demo-flaky.service"]
 reset_failed_unit = ["demo-web.service"]
+
+[diagnose]
+# Not allowlisted, but operators may have it diagnosed (tests/attacks: the executor must
+# refuse what the diagnosis of it proposes).
+scope = ["demo-evil.service"]
 """
 DEMO_UNIT = """\
 [Unit]
@@ -132,6 +137,16 @@ def opsbot(
 ) -> subprocess.CompletedProcess[str]:
     """The console, ``opsbot ARGS``, as root or as ``user``."""
     return ct.run([OPSBOT, *args], check=check, user=user, timeout=timeout)
+
+
+def approve(
+    ct: BootedSystemd, plan_id: str, *args: str, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """``opsbot approve ID --sha256 PREFIX ARGS`` as root, with the sha256 ``opsbot show
+    --json`` reports: what an operator who reviewed the plan runs from a script (approve
+    asks on a terminal; without one it binds only a sha256 given)."""
+    sha = json.loads(opsbot(ct, "show", plan_id, "--json").stdout)["summary"]["sha256"]
+    return opsbot(ct, "approve", plan_id, "--sha256", str(sha)[:16], *args, check=check)
 
 
 def plan_state(ct: BootedSystemd, plan_id: str) -> str:

@@ -48,12 +48,13 @@ TASK = """\
 """
 
 
-def submit(goal: str, units: list[str]) -> str:
+def submit(goal: str, units: list[str]) -> tuple[str, str]:
+    """The plan id and sha256 of a fresh plan (approve binds that sha256: no terminal)."""
     line = submit_line(restart_plan(goal, units))
     reply = json.loads(as_user("opsbot-diagnose", lambda: exchange(EXECUTOR_SOCKET, line)))
     if reply.get("verdict") != "ACCEPT":
         raise RuntimeError(f"submit was not accepted: {reply}")
-    return str(reply["plan_id"])
+    return str(reply["plan_id"]), str(reply["sha256"])
 
 
 def plan_state(plan_id: str) -> str:
@@ -80,8 +81,8 @@ def main() -> int:
 
     def opsbot_apply() -> tuple[float, str]:
         counter["n"] += 1
-        plan_id = submit(f"bench run {counter['n']}: restart three units", units)
-        run([OPSBOT, "approve", plan_id])
+        plan_id, sha = submit(f"bench run {counter['n']}: restart three units", units)
+        run([OPSBOT, "approve", plan_id, "--sha256", sha])
         elapsed, proc = timed([OPSBOT, "apply"])
         if "APPLIED" not in proc.stdout:
             raise RuntimeError(f"opsbot apply did not apply {plan_id}: {proc.stdout}")
@@ -89,8 +90,8 @@ def main() -> int:
 
     def opsbot_apply_service() -> tuple[float, str]:
         counter["n"] += 1
-        plan_id = submit(f"bench run {counter['n']}: restart three units (service)", units)
-        run([OPSBOT, "approve", plan_id])
+        plan_id, sha = submit(f"bench run {counter['n']}: restart three units (service)", units)
+        run([OPSBOT, "approve", plan_id, "--sha256", sha])
         elapsed, _ = timed(["systemctl", "start", "opsbot-apply.service"])
         state = plan_state(plan_id)
         if state not in ("APPLIED", "VERIFIED", "UNRESOLVED"):

@@ -67,6 +67,8 @@ DOWN = ("failed", "inactive")
 #: A program that exits with an error within this many seconds of its start failed
 #: starting (it read something it cannot use); one that ran longer failed running.
 START_GRACE = 5.0
+#: How many of its own last lines before it failed starting may name its cause.
+LAST_WORDS = 3
 #: A dependent that went down within this many seconds after a unit it depends on
 #: stopped was stopped with it (systemd's default stop timeout is 90 s).
 STOPPED_WITH = 90.0
@@ -552,9 +554,8 @@ class RunbookPolicy:
         port = view.port_of(unit)
         if port is not None:
             ports.append(port)
-        tail = view.found.journal.get(unit)
-        if tail is not None and status is not None:
-            ports += leads.ports_named(leads.own_lines(tail, _since(tail, status)))
+        if status is not None:
+            ports += _text_ports(view, unit, status)
         for number in dict.fromkeys(ports):
             yield Read("list_listeners", {"port": number})
 
@@ -787,9 +788,11 @@ class RunbookPolicy:
             checked.append("its port is free")
         tail = found.journal.get(root)
         episode = leads.own_lines(tail, _since(tail, status)) if tail is not None else []
-        if unit_file is not None:
+        if unit_file is not None and _failed_starting(status):
+            # Only its last words before it failed starting can name the setting that
+            # stops it: a line it logged while serving (a request line is enough) cannot.
             environment = set(unit_file.environment)
-            for key, value, line in leads.settings_named(episode):
+            for key, value, line in leads.settings_named(episode[-LAST_WORDS:]):
                 if f"{key}={value}" in environment:
                     files = ", ".join(unit_file.files) or "its unit file"
                     return Human(
@@ -882,10 +885,9 @@ class RunbookPolicy:
         """Another process holds a port ``root`` needs: its health target's, or one its
         own output (since it stopped) says is in use."""
         status = view.status(root)
-        tail = view.found.journal.get(root)
         wanted = [view.port_of(root)]
-        if tail is not None and status is not None:
-            wanted += leads.ports_named(leads.own_lines(tail, _since(tail, status)))
+        if status is not None:
+            wanted += _text_ports(view, root, status)
         for listeners in view.found.listeners.values():
             for item in listeners.listeners:
                 if item.port not in wanted:
@@ -991,6 +993,23 @@ class RunbookPolicy:
             f"Its own logs (journalctl -u {root}) tell why; nothing it was started with changed, "
             "so no restart or reload is proposed.",
         )
+
+
+def _failed_starting(status: UnitStatus) -> bool:
+    """Its last run ended while it was starting: what it said then may say why."""
+    failed = status.failed_command
+    return failed is not None and _died_starting(status, failed)
+
+
+def _text_ports(view: View, unit: str, status: UnitStatus) -> list[int]:
+    """Ports its own output says are in use, as leads for list_listeners: only when it
+    failed while starting (a bind error ends a start), and only from its last words. Its
+    output is anyone's text (a client's request line lands in it): a port named while
+    it was serving, or before the last lines, may not decide anything."""
+    tail = view.found.journal.get(unit)
+    if tail is None or not _failed_starting(status):
+        return []
+    return leads.ports_named(leads.own_lines(tail, _since(tail, status))[-LAST_WORDS:])
 
 
 def _died_starting(status: UnitStatus, failed: Any) -> bool:

@@ -93,11 +93,14 @@ class ToolContext:
     """What tools may consult besides their arguments.
 
     ``journal_path``: read journal files from this directory instead of the system
-    journal (for tests and for looking at a copied journal).
+    journal (for tests and for looking at a copied journal). ``journal_scope``: the units
+    whose journals this run may read (diagnose_svc/scope.py); None reads any, for runs
+    that are not on an operator's behalf (tests, a copied journal).
     """
 
     settings: DiagnoseSettings
     journal_path: Path | None = None
+    journal_scope: frozenset[str] | None = None
 
 
 A = TypeVar("A", bound=ToolArgs)

@@ -183,6 +183,12 @@ def tail_journal(args: JournalArgs, context: ToolContext) -> JournalTail:
     has time (UTC), priority, source and message (cut to 500 characters); when they do
     not all fit, the oldest are left out and counted in omitted.
     """
+    if context.journal_scope is not None and args.unit not in context.journal_scope:
+        raise ToolError(
+            f"the journal of {args.unit} is outside the diagnosis scope (the units opsbot "
+            "may act on, the health targets' units, [diagnose] scope, and their dependencies)",
+            hint="only units in scope are read; its status can still be read",
+        )
     cutoff = since_cutoff(args.since, datetime.now(UTC)) if args.since else None
     try:
         reader = _open_reader(context)

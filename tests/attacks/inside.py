@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from testbed.container import BootedSystemd
-from testbed.host import PYTHON, invocation, restart_plan, submit
+from testbed.host import PYTHON, approve, invocation, restart_plan, submit
 from testbed.host import opsbot as cli
 
 APPROVALS = "/var/lib/opsbot-approvals"
@@ -32,7 +32,7 @@ def propose(ct: BootedSystemd, unit: str, label: str, **expect: Any) -> str:
 
 def approved(ct: BootedSystemd, unit: str, label: str, *ttl: str) -> str:
     plan_id = propose(ct, unit, label)
-    cli(ct, "approve", plan_id, *(("--ttl", *ttl) if ttl else ()))
+    approve(ct, plan_id, *(("--ttl", *ttl) if ttl else ()))
     return plan_id
 
 

@@ -1,7 +1,9 @@
 """The approval gate under attack, in the booted systemd, against the real apply.
 
 opsbot-apply.path and .timer are stopped for these tests; each runs opsbot-apply.service
-by hand (the sandboxed unit, as user opsbot-executor) after its attack. Every attack must
+by hand (the sandboxed unit, as user opsbot-executor) after its attack. opsbot-archive.path
+stays on (root moves each used approval to used/ as on a host); its timer is stopped, so
+that no catch-up run lands in the middle of a test. Every attack must
 be refused with a reason an operator can read in `opsbot show ID` (or, for a tampered
 plan that show refuses, in the journal), and nothing may run: the target unit keeps its
 InvocationID.
@@ -13,6 +15,7 @@ import json
 import subprocess
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -45,9 +48,9 @@ WEB = "demo-web.service"
 
 @pytest.fixture(scope="module")
 def ct(opsbot: BootedSystemd) -> Iterator[BootedSystemd]:
-    """The container with opsbot-apply.path and .timer stopped (and started again after):
-    only the tests run the apply."""
-    opsbot.systemctl("stop", "opsbot-apply.path", "opsbot-apply.timer")
+    """The container with opsbot-apply.path and .timer and opsbot-archive.timer stopped
+    (and started again after): only the tests run the apply."""
+    opsbot.systemctl("stop", "opsbot-apply.path", "opsbot-apply.timer", "opsbot-archive.timer")
     opsbot.wait_for(
         lambda: (
             opsbot.systemctl("is-active", "opsbot-apply.service", check=False).stdout.strip()
@@ -59,7 +62,7 @@ def ct(opsbot: BootedSystemd) -> Iterator[BootedSystemd]:
     try:
         yield opsbot
     finally:
-        opsbot.systemctl("start", "opsbot-apply.path", "opsbot-apply.timer")
+        opsbot.systemctl("start", "opsbot-apply.path", "opsbot-apply.timer", "opsbot-archive.timer")
 
 
 def refused(
@@ -200,9 +203,10 @@ def test_an_expired_approval_expires_the_plan(ct: BootedSystemd) -> None:
 
 
 def test_a_replayed_approval_runs_nothing_again(ct: BootedSystemd) -> None:
-    """After a successful apply, a copy of its approval put back (a fresh root-owned
-    file) and a second apply: nothing runs. Even with the plan's status rolled back to
-    APPROVED (what someone with the executor's uid could do), the apply refuses: the
+    """After a successful apply (and root's archiver moving the used approval away), a
+    copy of its approval put back (a fresh root-owned file) and a second apply: nothing
+    runs. Put back once more, with the plan's status rolled back to APPROVED (what someone
+    with the executor's uid could do), the apply refuses: its consumed marker says the
     approval was already used. The unit restarted exactly once."""
     since = cursor(ct)
     plan_id = approved(ct, DB, "replay")
@@ -211,13 +215,15 @@ def test_a_replayed_approval_runs_nothing_again(ct: BootedSystemd) -> None:
     apply_now(ct)
     assert state_and_reason(ct, plan_id)[0] in STEPS_RAN
     after_first = invocation(ct, DB)
+    wait_archived(ct, plan_id)
 
-    ct.run(["rm", path])
     ct.run(["install", "-m", "0644", "-o", "root", f"/root/{plan_id}.approval", path])
     apply_now(ct)
     assert state_and_reason(ct, plan_id)[0] in STEPS_RAN
     assert invocation(ct, DB) == after_first
+    wait_archived(ct, plan_id)  # the copy too: its marker says it is used
 
+    ct.run(["install", "-m", "0644", "-o", "root", f"/root/{plan_id}.approval", path])
     status_path = f"{STATE}/status/{plan_id}.json"
     status = json.loads(ct.run(["cat", status_path]).stdout)
     status.update(state="APPROVED", steps=[], history=status["history"][:2])
@@ -298,7 +304,7 @@ def test_plan_ids_with_path_separators_go_nowhere(ct: BootedSystemd) -> None:
     alias = "20000101-000000-0badc0de"
     ct.run(["ln", "-s", f"{STATE}/plans/{other}.json", f"{STATE}/plans/{alias}.json"])
     try:
-        result = cli(ct, "approve", alias, check=False)
+        result = cli(ct, "approve", alias, "--sha256", "0" * 12, check=False)
         assert result.returncode != 0 and "is a symlink; refusing it" in result.stderr
         assert ct.run(["test", "-e", approval_path(alias)], check=False).returncode != 0
     finally:
@@ -307,9 +313,10 @@ def test_plan_ids_with_path_separators_go_nowhere(ct: BootedSystemd) -> None:
 
 
 def test_racing_applies_restart_the_unit_exactly_once(ct: BootedSystemd) -> None:
-    """Four `opsbot apply` processes (as opsbot-executor) started at the same moment for
-    one approved plan: the unit restarts exactly once (one "Started" from systemd, one
-    step.started in the plan's journal), the plan is APPLIED, exactly one apply ran it."""
+    """Four `opsbot-apply` processes (what opsbot-apply.service runs, here as its user
+    opsbot-executor outside the unit) started at the same moment for one approved plan:
+    the unit restarts exactly once (one "Started" from systemd, one step.started in the
+    plan's journal), the plan is APPLIED, exactly one apply ran it."""
     plan_id = approved(ct, DB, "racing applies")
     before = invocation(ct, DB)
     since = cursor(ct)
@@ -322,8 +329,7 @@ def test_racing_applies_restart_the_unit_exactly_once(ct: BootedSystemd) -> None
         "-u",
         "opsbot-executor",
         "--",
-        "/opt/opsbot/venv/bin/opsbot",
-        "apply",
+        "/opt/opsbot/venv/bin/opsbot-apply",
         "--json",
     ]
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
@@ -356,19 +362,20 @@ def test_the_executors_user_cannot_turn_roots_approve_against_root(ct: BootedSys
     approval is written) and /etc/shadow keeps its owner, mode and content. A hard link
     to /etc/shadow cannot even be made (the kernel's protected_hardlinks)."""
     plan_id = propose(ct, DB, "approve against root")
+    sha = ["--sha256", detail(ct, plan_id)["summary"]["sha256"]]
     shadow = ["stat", "-c", "%U %G %a %s %Y", "/etc/shadow"]
     before = ct.run(shadow).stdout
     as_executor = ["runuser", "-u", "opsbot-executor", "--"]
     lock, status = f"{STATE}/apply.lock", f"{STATE}/status/{plan_id}.json"
     try:
         ct.run([*as_executor, "ln", "-sfn", "/etc/shadow", lock])
-        result = cli(ct, "approve", plan_id, check=False)
+        result = cli(ct, "approve", plan_id, *sha, check=False)
         assert result.returncode == 74, result
         assert f"cannot open {lock}" in result.stderr
         ct.run(["rm", "-f", lock])
 
         ct.run([*as_executor, "ln", "-sfn", "/etc/shadow", status])
-        result = cli(ct, "approve", plan_id, check=False)
+        result = cli(ct, "approve", plan_id, *sha, check=False)
         assert result.returncode == 74 and f"cannot read {status}" in result.stderr, result
         assert ct.run(["test", "-e", approval_path(plan_id)], check=False).returncode != 0
 
@@ -377,4 +384,222 @@ def test_the_executors_user_cannot_turn_roots_approve_against_root(ct: BootedSys
         assert ct.run(shadow).stdout == before
     finally:
         ct.run(["rm", "-f", lock, status, f"{STATE}/shadow"])
+        reject_quietly(ct, plan_id)
+
+
+# -- a subverted executor against root's decisions ------------------------------------------
+
+EXECUTOR = "opsbot-executor"
+USED = f"{APPROVALS}/used"
+
+
+def as_executor_write(ct: BootedSystemd, path: str, text: str) -> None:
+    """Rewrite a file of the executor's state in place, as its user (no root involved)."""
+    ct.run(["tee", path], input=text, user=EXECUTOR)
+
+
+def exists(ct: BootedSystemd, path: str) -> bool:
+    return ct.run(["test", "-e", path], check=False).returncode == 0
+
+
+def wait_archived(ct: BootedSystemd, plan_id: str) -> None:
+    """Until root's archiver (opsbot-archive.path, on the consumed markers) has moved the
+    plan's used approval from where the apply reads it to used/."""
+    ct.wait_for(
+        lambda: not exists(ct, approval_path(plan_id)) and exists(ct, f"{USED}/{plan_id}.approval"),
+        timeout=30,
+        interval=0.2,
+        what=f"the approval of {plan_id} archived",
+    )
+
+
+def rolled_back_to_approved(ct: BootedSystemd, plan_id: str) -> None:
+    """As the executor's user: the status file says APPROVED again, with no steps."""
+    path = f"{STATE}/status/{plan_id}.json"
+    status = json.loads(ct.run(["cat", path]).stdout)
+    status.update(state="APPROVED", steps=[], history=status["history"][:2], refusal="")
+    as_executor_write(ct, path, json.dumps(status))
+
+
+def test_approve_binds_only_the_plan_that_was_reviewed(ct: BootedSystemd) -> None:
+    """An operator reviews plan P with `opsbot show` (restart demo-db, sha256 S). Before
+    they approve, someone with the executor's uid rewrites the stored plan to restart
+    demo-web, sha256 recomputed (S'), and logs a plan.accepted naming S' from a shell.
+    `opsbot approve P --sha256 S` refuses: the plan changed since the review. `--sha256 S'`
+    (what a second `opsbot show` prints) refuses too: opsbot-executor.service's own entry
+    names S, the forged entry does not count. Without a terminal and without --sha256,
+    approve refuses in one line. No approval is written; neither unit restarts."""
+    db_before, web_before = invocation(ct, DB), invocation(ct, WEB)
+    plan_id = propose(ct, DB, "rewritten before approval")
+    reviewed = detail(ct, plan_id)["summary"]["sha256"]
+    path = f"{STATE}/plans/{plan_id}.json"
+    original = ct.run(["cat", path]).stdout
+    try:
+        record = json.loads(original)
+        plan = json.loads(record["plan"].replace(DB, WEB))
+        record["plan"] = canonical_json(plan).decode()
+        record["sha256"] = rewritten = sha256_hex(canonical_json(plan))
+        as_executor_write(ct, path, json.dumps(record))
+        assert detail(ct, plan_id)["summary"]["sha256"] == rewritten  # what show says now
+        forge = (
+            "from systemd import journal; journal.send('plan.accepted', EVENT='plan.accepted',"
+            f" PLAN_ID='{plan_id}', PLAN_SHA256='{rewritten}', SYSLOG_IDENTIFIER='opsbot-executor')"
+        )
+        ct.run(["/opt/opsbot/venv/bin/python", "-c", forge], user=EXECUTOR)
+
+        result = cli(ct, "approve", plan_id, "--sha256", reviewed[:12], check=False)
+        assert result.returncode == 1, result
+        assert f"not the {reviewed[:12]} you reviewed: it changed since" in result.stderr
+
+        result = cli(ct, "approve", plan_id, "--sha256", rewritten[:12], check=False)
+        assert result.returncode == 1, result
+        assert (
+            f"opsbot-executor.service logged accepting {reviewed[:16]}...: the stored plan was "
+            "rewritten after it was accepted"
+        ) in result.stderr
+
+        result = cli(ct, "approve", plan_id, check=False)
+        assert result.returncode == 2, result
+        assert result.stderr.splitlines() == [
+            "opsbot: error: no terminal to confirm on: pass --sha256 PREFIX, at least 12 hex "
+            f"digits of the sha256 you reviewed (`opsbot show {plan_id}`)"
+        ]
+        assert not exists(ct, approval_path(plan_id))
+        apply_now(ct)
+        assert (invocation(ct, DB), invocation(ct, WEB)) == (db_before, web_before)
+    finally:
+        ct.write_file(path, original, mode=0o640)
+        ct.run(["chown", f"{EXECUTOR}:{EXECUTOR}", path])
+        reject_quietly(ct, plan_id)
+
+
+def test_a_rejected_plan_does_not_run_when_the_executor_flips_its_status_back(
+    ct: BootedSystemd,
+) -> None:
+    """Root approves a plan, then rejects it: its approval file is gone. Someone with the
+    executor's uid rewrites the status file back to APPROVED: the apply refuses it (root
+    rejected it), nothing runs, and `opsbot approve` refuses it as rejected."""
+    before = invocation(ct, DB)
+    plan_id = approved(ct, DB, "rejected, then flipped back")
+    sha = detail(ct, plan_id)["summary"]["sha256"]
+    cli(ct, "reject", plan_id, "--reason", "not during business hours")
+    assert not exists(ct, approval_path(plan_id))
+    rolled_back_to_approved(ct, plan_id)
+    apply_now(ct)
+    refused(ct, plan_id, DB, before, "rejected by root: not during business hours; it never runs")
+    as_proposed = f"{STATE}/status/{plan_id}.json"
+    status = json.loads(ct.run(["cat", as_proposed]).stdout)
+    status.update(state="PROPOSED", history=status["history"][:1])
+    as_executor_write(ct, as_proposed, json.dumps(status))
+    again = cli(ct, "approve", plan_id, "--sha256", sha, check=False)
+    assert again.returncode == 2 and "was rejected by root" in again.stderr, again
+    assert not exists(ct, approval_path(plan_id))
+
+
+def test_after_an_apply_deleting_the_marker_and_rewriting_the_status_replays_nothing(
+    ct: BootedSystemd,
+) -> None:
+    """A plan is applied once. Root's archiver moves its used approval to used/ (root's,
+    0700: the executor's uid cannot even list it). Someone with the executor's uid then
+    deletes the consumed marker and rewrites the status to APPROVED: the next apply finds
+    no approval, and demo-db is not restarted a second time."""
+    since = cursor(ct)
+    plan_id = approved(ct, DB, "replay without the marker")
+    apply_now(ct)
+    assert state_and_reason(ct, plan_id)[0] in STEPS_RAN
+    after = invocation(ct, DB)
+    wait_archived(ct, plan_id)
+    assert ct.run(["stat", "-c", "%U %a", USED]).stdout.split() == ["root", "700"]
+    listing = ct.run(["ls", USED], user=EXECUTOR, check=False)
+    assert listing.returncode != 0 and "Permission denied" in listing.stderr
+
+    ct.run(["rm", f"{STATE}/consumed/{plan_id}.json"], user=EXECUTOR)
+    rolled_back_to_approved(ct, plan_id)
+    apply_now(ct)
+    assert state_and_reason(ct, plan_id) == ("APPROVED", "no approval")
+    assert invocation(ct, DB) == after
+    assert starts_of(ct, DB, since) == 1
+    reject_quietly(ct, plan_id)
+
+
+def test_a_marker_deleted_before_the_archiver_ran_does_not_keep_the_approval(
+    ct: BootedSystemd,
+) -> None:
+    """Someone with the executor's uid runs the apply's own program outside its unit (no
+    root step after it), and deletes the consumed marker the moment it is written (here:
+    with opsbot-archive.path held back, so the archiver surely comes after). The
+    archiver's next run (its timer's; started by hand here) still moves the approval: the
+    apply logged approval.consumed, and the journal is not the executor's to edit. The
+    replay through opsbot-apply.service runs nothing."""
+    since = cursor(ct)
+    ct.systemctl("stop", "opsbot-archive.path")
+    try:
+        plan_id = approved(ct, DB, "marker deleted early")
+        ct.run(["/opt/opsbot/venv/bin/opsbot-apply"], user=EXECUTOR)
+        assert state_and_reason(ct, plan_id)[0] in STEPS_RAN
+        after = invocation(ct, DB)
+        ct.run(["rm", f"{STATE}/consumed/{plan_id}.json"], user=EXECUTOR)
+        assert exists(ct, approval_path(plan_id))
+        ct.systemctl("start", "opsbot-archive.service")
+    finally:
+        ct.systemctl("start", "opsbot-archive.path")
+    assert not exists(ct, approval_path(plan_id))
+    rolled_back_to_approved(ct, plan_id)
+    apply_now(ct)
+    assert state_and_reason(ct, plan_id) == ("APPROVED", "no approval")
+    assert invocation(ct, DB) == after
+    assert starts_of(ct, DB, since) == 1
+    reject_quietly(ct, plan_id)
+
+
+@pytest.mark.parametrize(
+    ("how", "reason"),
+    [
+        ("dated-30-days-ahead", "approval is dated"),
+        ("expires-in-2099", "more than approval_ttl_seconds=600"),
+    ],
+)
+def test_an_approval_beyond_its_lifetime_runs_nothing(
+    ct: BootedSystemd, how: str, reason: str
+) -> None:
+    """Root's pen writes an approval (forged here by root in the container; the point is
+    the executor's check): dated 30 days ahead of the apply's clock (what an apply sees
+    when the clock was set back 30 days), or expiring in 2099. The apply refuses it with
+    the reason; demo-db keeps its invocation."""
+    before = invocation(ct, DB)
+    plan_id = approved(ct, DB, f"lifetime {how}")
+    approval = json.loads(ct.run(["cat", approval_path(plan_id)]).stdout)
+    now = datetime.now(UTC)
+    if how == "dated-30-days-ahead":
+        approval["approved_at"] = (now + timedelta(days=30)).isoformat()
+        approval["expires_at"] = (now + timedelta(days=30, seconds=600)).isoformat()
+    else:
+        approval["expires_at"] = datetime(2099, 1, 1, tzinfo=UTC).isoformat()
+    ct.write_file(approval_path(plan_id), json.dumps(approval))
+    try:
+        apply_now(ct)
+        refused(ct, plan_id, DB, before, reason)
+    finally:
+        reject_quietly(ct, plan_id)
+
+
+def test_on_a_terminal_approve_shows_the_plan_root_reads_and_asks(ct: BootedSystemd) -> None:
+    """`sudo opsbot approve ID` on a terminal (a pty from script(1)): it prints the plan as
+    root reads it now, its full sha256 and each step's argv, then asks. "n" approves
+    nothing; "y" writes the approval."""
+    plan_id = propose(ct, DB, "approved on a terminal")
+    sha = detail(ct, plan_id)["summary"]["sha256"]
+    command = ["script", "-qec", f"/opt/opsbot/venv/bin/opsbot approve {plan_id}", "/dev/null"]
+    try:
+        declined = ct.run(command, input="n\n", check=False)
+        assert f"sha256    {sha}" in declined.stdout, declined.stdout
+        assert f"1. systemctl restart --no-ask-password -- {DB}" in declined.stdout
+        assert "was not approved: the answer was not yes" in declined.stdout
+        assert not exists(ct, approval_path(plan_id))
+
+        accepted = ct.run(command, input="y\n", check=False)
+        assert f"approved plan {plan_id} (sha256 {sha[:16]}...)" in accepted.stdout, accepted
+        assert json.loads(ct.run(["cat", approval_path(plan_id)]).stdout)["sha256"] == sha
+    finally:
+        ct.run(["rm", "-f", approval_path(plan_id)])
         reject_quietly(ct, plan_id)

@@ -17,6 +17,7 @@ from testbed.container import BootedSystemd
 from testbed.host import (
     SETTLED,
     STEPS_RAN,
+    approve,
     invocation,
     opsbot,
     plan_state,
@@ -61,12 +62,12 @@ def test_approved_plan_is_applied_by_the_path_unit_and_audited(opsbot: BootedSys
     assert plan_state(opsbot, plan_id) == "PROPOSED"
     assert invocation(opsbot, "demo-web.service") == before
 
-    opsbot.run(["opsbot", "approve", plan_id])
+    approve(opsbot, plan_id)
     assert wait_state(opsbot, plan_id, SETTLED) in STEPS_RAN
     assert invocation(opsbot, "demo-web.service") != before
 
-    # The approval file stays where root wrote it, consumed: the path unit, which
-    # re-checks its condition after each apply, must not start apply again and again.
+    # The approval is consumed, and root's archiver then moves it to used/ (a change the
+    # path unit sees once): the path unit must not start apply again and again.
     def apply_runs() -> int:
         log = opsbot.journal("-u", "opsbot-apply.service", "-o", "cat", "--since", "-2min")
         return log.count("Starting opsbot-apply.service")
@@ -129,7 +130,7 @@ def test_approvals_in_quick_succession_are_all_applied_by_the_path_unit(
         # One after another, each applied before the next is approved: seven starts of
         # opsbot-apply.service within a few seconds.
         for plan_id in plans:
-            opsbot.run(["opsbot", "approve", plan_id])
+            approve(opsbot, plan_id)
             assert wait_state(opsbot, plan_id, SETTLED, timeout=30) in STEPS_RAN
         props = ("ActiveState", "Result")
         path = unit_properties(opsbot, "opsbot-apply.path", props)
@@ -202,7 +203,7 @@ def test_plan_edited_after_approval_is_refused(apply_paused: BootedSystemd) -> N
     ct = apply_paused
     before = invocation(ct, "demo-db.service")
     plan_id = submit(ct, restart_plan("demo-db.service", goal="tamper target"))["plan_id"]
-    opsbot(ct, "approve", plan_id)
+    approve(ct, plan_id)
     path = f"/var/lib/opsbot/plans/{plan_id}.json"
     record = json.loads(ct.run(["cat", path]).stdout)
     record["plan"] = record["plan"].replace("demo-db.service", "demo-web.service")
@@ -223,7 +224,7 @@ def test_stale_precondition_marks_stale_and_runs_nothing(apply_paused: BootedSys
     plan_id = submit(
         ct, restart_plan("demo-db.service", goal="db was failed", active_state=["failed"])
     )["plan_id"]
-    opsbot(ct, "approve", plan_id)
+    approve(ct, plan_id)
     ct.systemctl("start", "opsbot-apply.service")
     assert plan_state(ct, plan_id) == "STALE"
     assert invocation(ct, "demo-db.service") == before
@@ -259,6 +260,9 @@ def test_units_verify_and_executor_exposure_is_at_most_2(opsbot: BootedSystemd) 
             "opsbot-apply.service",
             "opsbot-apply.timer",
             "opsbot-apply.path",
+            "opsbot-archive.service",
+            "opsbot-archive.timer",
+            "opsbot-archive.path",
         )
     ]
     verify = opsbot.run(["systemd-analyze", "verify", *units], check=False)

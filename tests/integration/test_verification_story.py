@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from testbed.container import BootedSystemd
-from testbed.host import TEST_CONFIG, request, restart_plan, submit, wait_state
+from testbed.host import TEST_CONFIG, approve, request, restart_plan, submit, wait_state
 from testbed.host import opsbot as cli
 
 FLAKY = "demo-flaky.service"
@@ -33,7 +33,7 @@ def start_plan(unit: str, why: str) -> dict[str, Any]:
 def carried(ct: BootedSystemd, plan: dict[str, Any]) -> str:
     reply = submit(ct, plan)
     assert reply["verdict"] == "ACCEPT", reply
-    cli(ct, "approve", reply["plan_id"])
+    approve(ct, reply["plan_id"])
     return str(reply["plan_id"])
 
 

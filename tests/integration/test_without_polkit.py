@@ -16,6 +16,7 @@ from testbed.host import (
     SETTLED,
     STEPS_RAN,
     TEST_CONFIG,
+    approve,
     invocation,
     restart_plan,
     submit,
@@ -57,7 +58,7 @@ def test_approved_plan_restarts_the_unit_without_polkit(rootmode: BootedSystemd)
     before = invocation(rootmode, "demo-web.service")
     reply = submit(rootmode, restart_plan("demo-web.service", active_state=["active"]))
     assert reply["verdict"] == "ACCEPT", reply
-    rootmode.run(["opsbot", "approve", reply["plan_id"]])
+    approve(rootmode, reply["plan_id"])
     assert wait_state(rootmode, reply["plan_id"], SETTLED) in STEPS_RAN
     assert invocation(rootmode, "demo-web.service") != before
     story = rootmode.journal(

@@ -175,7 +175,7 @@ def test_scenario(configured: tuple[BootedSystemd, Stack, str], scenario: int) -
         return
 
     plan_id = verdict["plan_id"]
-    _cli(ct, "approve", plan_id)
+    _cli(ct, "approve", plan_id, "--sha256", verdict["sha256"])
     state = ct.wait_for(
         lambda: (
             (s := json.loads(_cli(ct, "show", plan_id, "--json").stdout)["summary"]["state"])
@@ -223,7 +223,7 @@ def test_plan_for_a_fault_that_healed_meanwhile_is_stale(
     assert verdict["kind"] == "plan", verdict
     ct.systemctl("start", stack.app_unit)
     healed = ct.systemctl("show", "-P", "InvocationID", stack.app_unit).stdout.strip()
-    _cli(ct, "approve", verdict["plan_id"])
+    _cli(ct, "approve", verdict["plan_id"], "--sha256", verdict["sha256"])
     state = ct.wait_for(
         lambda: (
             (

@@ -14,6 +14,7 @@ from executor_svc.store import PlanStore, utcnow
 from opsbot_cli import main as cli
 from opsbot_cli.main import build_parser, main
 from shared_schema import Approval, PlanState
+from tests.unit.console.scripted_journal import ScriptedJournal, install
 from tests.unit.executor.conftest import RunningExecutor
 from tests.unit.executor.helpers import approved, plan_of, restart_argv, step, submitted
 
@@ -35,6 +36,12 @@ def env(
     monkeypatch.setenv("OPSBOT_NO_JOURNAL", "1")
     monkeypatch.delenv("SUDO_USER", raising=False)
     return config
+
+
+@pytest.fixture
+def journal(monkeypatch: pytest.MonkeyPatch) -> ScriptedJournal:
+    """The system journal ``opsbot approve`` reads, scripted (see scripted_journal.py)."""
+    return install(monkeypatch)
 
 
 def error_lines(err: str) -> list[str]:
@@ -134,17 +141,22 @@ def test_the_parser_knows_exactly_the_documented_subcommands() -> None:
 
 
 def test_approve_writes_a_valid_approval_and_marks_the_plan_approved(
-    env: Path, store: PlanStore, approvals_dir: Path, capsys: pytest.CaptureFixture[str]
+    env: Path,
+    store: PlanStore,
+    approvals_dir: Path,
+    journal: ScriptedJournal,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """``sudo opsbot approve ID`` writes an approval bound to the plan's fingerprint that
-    the executor's checks accept, marks the plan APPROVED by the operator, and prints
-    exactly what will run."""
+    """``sudo opsbot approve ID --sha256 PREFIX`` writes an approval bound to the plan's
+    fingerprint that the executor's checks accept, marks the plan APPROVED by the
+    operator, and prints exactly what will run."""
     record = submitted(store, plan_of(), at=utcnow())
-    assert main(["approve", record.plan_id]) == 0
+    journal.accepted(record)
+    assert main(["approve", record.plan_id, "--sha256", record.sha256[:12]]) == 0
     out = capsys.readouterr().out
     assert f"approved plan {record.plan_id} (sha256 {record.sha256[:16]}...)" in out
     assert "  systemctl restart --no-ask-password -- nginx.service" in out
-    checked = check_approval(approvals_dir, record, store, utcnow())
+    checked = check_approval(approvals_dir, record, store, utcnow(), ttl_ceiling_seconds=3600)
     assert checked.approval.sha256 == record.sha256
     assert checked.approval.approver == "root"
     status = store.status(record.plan_id)
@@ -152,11 +164,17 @@ def test_approve_writes_a_valid_approval_and_marks_the_plan_approved(
 
 
 def test_approve_json_prints_the_approval(
-    env: Path, store: PlanStore, approvals_dir: Path, capsys: pytest.CaptureFixture[str]
+    env: Path,
+    store: PlanStore,
+    approvals_dir: Path,
+    journal: ScriptedJournal,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``--json`` prints the approval written, with its expiry."""
     record = submitted(store, plan_of(), at=utcnow())
-    assert main(["approve", record.plan_id, "--ttl", "60", "--json"]) == 0
+    journal.accepted(record)
+    sha = record.sha256[:12]
+    assert main(["approve", record.plan_id, "--sha256", sha, "--ttl", "60", "--json"]) == 0
     approval = Approval.model_validate(json.loads(capsys.readouterr().out))
     assert approval == Approval.model_validate_json(
         approval_path(approvals_dir, record.plan_id).read_bytes()
@@ -169,7 +187,7 @@ def test_approve_refuses_a_ttl_beyond_the_configured_one(
 ) -> None:
     """An operator cannot approve for longer than approval_ttl_seconds allows."""
     record = submitted(store, plan_of(), at=utcnow())
-    assert main(["approve", record.plan_id, "--ttl", "999999"]) == 2
+    assert main(["approve", record.plan_id, "--sha256", record.sha256, "--ttl", "999999"]) == 2
     assert "exceeds approval_ttl_seconds=3600" in capsys.readouterr().err
     assert not approval_path(approvals_dir, record.plan_id).exists()
 
@@ -179,6 +197,7 @@ def test_approve_refuses_a_plan_that_is_already_final(
     env: Path,
     store: PlanStore,
     approvals_dir: Path,
+    journal: ScriptedJournal,
     capsys: pytest.CaptureFixture[str],
     final: PlanState,
 ) -> None:
@@ -186,7 +205,8 @@ def test_approve_refuses_a_plan_that_is_already_final(
     saying its state and to diagnose again; no approval file is written."""
     record = submitted(store, plan_of(), at=utcnow())
     store.save_status(StatusRecord(plan_id=record.plan_id, state=final))
-    assert main(["approve", record.plan_id]) == 2
+    journal.accepted(record)
+    assert main(["approve", record.plan_id, "--sha256", record.sha256[:12]]) == 2
     err = capsys.readouterr().err
     assert error_lines(err) == [
         f"opsbot: error: plan {record.plan_id} is {final}; only PROPOSED plans can be approved"
@@ -195,24 +215,28 @@ def test_approve_refuses_a_plan_that_is_already_final(
     assert not approval_path(approvals_dir, record.plan_id).exists()
 
 
-def test_approve_of_an_unknown_plan_says_so(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_approve_of_an_unknown_plan_says_so(
+    env: Path, journal: ScriptedJournal, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A well-formed id with no plan: exit 1, "no plan ID"."""
-    assert main(["approve", "20261129-213500-1a2b3c4d"]) == 1
+    assert main(["approve", "20261129-213500-1a2b3c4d", "--sha256", "ab" * 6]) == 1
     assert error_lines(capsys.readouterr().err) == [
         "opsbot: error: no plan 20261129-213500-1a2b3c4d"
     ]
 
 
 def test_a_rejected_plan_is_never_approved(
-    env: Path, store: PlanStore, capsys: pytest.CaptureFixture[str]
+    env: Path, store: PlanStore, journal: ScriptedJournal, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``opsbot reject`` makes the plan REJECTED with the reason; approving it afterwards
     is refused."""
     record = submitted(store, plan_of(), at=utcnow())
+    journal.accepted(record)
     assert main(["reject", record.plan_id, "--reason", "wrong unit"]) == 0
     status = store.status(record.plan_id)
     assert (status.state, status.reason) == (PlanState.REJECTED, "wrong unit")
-    assert main(["approve", record.plan_id]) == 2
+    assert main(["approve", record.plan_id, "--sha256", record.sha256[:12]]) == 2
+    assert f"plan {record.plan_id} is REJECTED" in capsys.readouterr().err
 
 
 def test_apply_dry_run_prints_what_would_run(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from diagnose_svc.errors import ExecutorProtocolError, ExecutorUnavailable
-from diagnose_svc.executor_client import ExecutorClient
+from diagnose_svc.executor_client import NO_RETRY, ExecutorClient
 from shared_schema import (
     Accept,
     PlanList,
@@ -118,12 +118,13 @@ def test_refused_names_the_path(tmp_path: Path) -> None:
 
 
 def test_no_reply_times_out(executor: Callable[[Respond], Executor]) -> None:
-    """An executor that never answers: ExecutorUnavailable after the timeout."""
+    """An executor that never answers: ExecutorUnavailable after the timeout (asked
+    once here; the retries are tests/unit/diagnose/test_submit_retry.py's)."""
     done = threading.Event()
     server = executor(lambda conn, _: done.wait(5))
     try:
         with pytest.raises(ExecutorUnavailable, match=r"no reply within 0\.3 s"):
-            ExecutorClient(server.path, 0.3).submit(PLAN, "run-1", "")
+            ExecutorClient(server.path, 0.3, retry=NO_RETRY).submit(PLAN, "run-1", "")
     finally:
         done.set()
 

@@ -275,8 +275,8 @@ def test_full_filesystem_gives_a_note() -> None:
     assert "/var/lib/ledger" in verdict.cause.fact  # type: ignore[union-attr]
 
 
-def _address_in_use(unit: str, port: int) -> list[tuple[str, str, str, str]]:
-    line = f"listen tcp 0.0.0.0:{port}: bind: address already in use"
+def _address_in_use(unit: str, port: int, line: str = "") -> list[tuple[str, str, str, str]]:
+    line = line or f"listen tcp 0.0.0.0:{port}: bind: address already in use"
     return [
         *journal_of(unit, recorded.DB_JOURNAL)[:1],
         ("2026-11-29T21:44:38.59Z", "err", "x", line),
@@ -302,12 +302,28 @@ def test_port_held_by_another_process_gives_a_note_naming_the_holder() -> None:
     assert "pid 4242 python3 of squatter.service" in verdict.cause.fact  # type: ignore[union-attr]
 
 
-def test_a_port_lead_that_no_listener_confirms_is_no_cause() -> None:
-    """The same line with the port free now (whatever held it is gone): started again."""
-    host = RecordedHost().add(DB_RAN, _address_in_use("db.service", 7311))
-    verdict, _ = diagnose(host, "db.service")
+def test_a_bind_error_a_client_wrote_into_its_log_decides_nothing() -> None:
+    """Its output is anyone's text: a client's request line that reads like a bind error
+    (naming a port another process really holds) got logged while it served, and it was
+    killed later, after running for an hour. The line is not its start's last words, so
+    it decides nothing: the port is not even looked up, and it is started again, as it
+    would be without the line."""
+    holder = Listener(
+        address="0.0.0.0",
+        port=22,
+        uid=0,
+        user="root",
+        processes=[Holder(pid=1, comm="sshd", unit="ssh.service")],
+    )
+    request = '10.0.0.9 "GET /x HTTP/1.1 listen tcp :22: bind: address already in use" 404'
+    injected = _address_in_use("db.service", 22, request)
+    with_line = RecordedHost(listening=[holder]).add(DB_RAN, injected)
+    without = RecordedHost(listening=[holder]).add(DB_RAN, recorded.DB_JOURNAL)
+    verdict, _ = diagnose(with_line, "db.service")
+    baseline, _ = diagnose(without, "db.service")
+    assert steps_of(verdict) == steps_of(baseline)
     assert [step[0] for step in steps_of(verdict)] == ["start_unit"]
-    assert ("list_listeners", {"port": 7311}) in host.calls
+    assert ("list_listeners", {"port": 22}) not in with_line.calls
 
 
 def test_a_setting_its_output_calls_invalid_and_the_unit_sets_gives_a_note() -> None:

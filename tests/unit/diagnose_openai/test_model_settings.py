@@ -173,6 +173,22 @@ def test_unreadable_credential_names_the_file(tmp_path: Path) -> None:
     assert raised.value.hint is not None and "LoadCredential=" in raised.value.hint
 
 
+def test_a_credential_others_may_write_is_refused_without_showing_it(tmp_path: Path) -> None:
+    """Whoever may write the key file may point the diagnosis at their own key: a
+    credential writable by group or others is refused, naming the file and the fix, and
+    its content is never quoted."""
+    env = _credentials(tmp_path / "creds", llm_api_key="sk-secret-from-file")
+    (tmp_path / "creds" / "llm_api_key").chmod(0o666)
+
+    with pytest.raises(ModelSettingsError) as raised:
+        resolve_model_endpoint(CONFIG, environ=env)
+
+    key = tmp_path / "creds" / "llm_api_key"
+    assert raised.value.message.startswith(f"credential {key} is writable by group or others")
+    assert f"chmod 0600 {key}" in raised.value.message
+    assert "sk-secret" not in str(raised.value)
+
+
 def test_settings_built_directly_are_checked_too() -> None:
     """ModelEndpoint validates on construction: an empty model is refused."""
     with pytest.raises(ModelSettingsError, match="model name"):

@@ -13,14 +13,15 @@ from executor_svc.records import PlanRecord
 from executor_svc.store import PlanStore
 from shared_schema import Approval, canonical_json, sha256_hex
 
-from .helpers import NOW, Clock, edit_record, plan_of, step, submitted
+from .helpers import NOW, POLICY, Clock, edit_record, plan_of, step, submitted
 
 NOBODY = 65534
+TTL = POLICY.approval_ttl_seconds
 
 
 def refusal(approvals_dir: Path, record: PlanRecord, store: PlanStore, clock: Clock) -> str:
     with pytest.raises(ApprovalRefused) as caught:
-        check_approval(approvals_dir, record, store, clock())
+        check_approval(approvals_dir, record, store, clock(), ttl_ceiling_seconds=TTL)
     return caught.value.message
 
 
@@ -42,7 +43,7 @@ def test_a_valid_approval_passes(
     file it read."""
     written = write_approval(approvals_dir, record, "alice", NOW, 3600)
     clock.advance(60)
-    checked = check_approval(approvals_dir, record, store, clock())
+    checked = check_approval(approvals_dir, record, store, clock(), ttl_ceiling_seconds=TTL)
     assert checked.approval == written
     assert checked.approval.sha256 == record.sha256
     assert checked.file_sha256 == sha256_hex(
@@ -274,4 +275,9 @@ def test_write_approval_replaces_a_planted_symlink(
     approval_path(approvals_dir, record.plan_id).symlink_to(target)
     write_approval(approvals_dir, record, "alice", NOW, 3600)
     assert target.read_text() == "untouched"
-    assert check_approval(approvals_dir, record, store, clock()).approval.approver == "alice"
+    assert (
+        check_approval(
+            approvals_dir, record, store, clock(), ttl_ceiling_seconds=TTL
+        ).approval.approver
+        == "alice"
+    )

@@ -1,13 +1,9 @@
-"""The write tools and the polkit rule: each step is exactly one systemctl argv, and
-polkit lets the executor's user do exactly what the allowlist says."""
-
-import json
-import re
+"""The write tools: each step is exactly one systemctl argv. (The polkit rule that lets
+the executor's user do exactly what the allowlist says: test_executor_polkit.py.)"""
 
 import pytest
 
 from executor_svc.policy import policy_errors, step_argv
-from executor_svc.polkit import allowed_verbs, render_rule
 from executor_svc.tools import TOOLS
 from shared_schema import WRITE_TOOLS, ExecutorPolicy, UnitArgs
 
@@ -86,62 +82,3 @@ def test_policy_names_each_step_it_refuses() -> None:
             "sshd.service is on the built-in denylist (ssh*); opsbot never touches it",
         ),
     ]
-
-
-POLICY = ExecutorPolicy(
-    allow={
-        "restart_unit": ["nginx.service", "app.service"],
-        "reset_failed_unit": ["nginx.service"],
-        "reload_unit": ["nginx.service"],
-    }
-)
-
-
-def _allowed_in(rule: str) -> dict[str, list[str]]:
-    match = re.search(r"var allowed = (\{.*?\});", rule, re.DOTALL)
-    assert match, rule
-    allowed: dict[str, list[str]] = json.loads(match.group(1))
-    return allowed
-
-
-def test_the_polkit_rule_allows_each_allowed_verb_on_each_allowed_unit() -> None:
-    """The generated rule maps each systemd verb (as polkit sees it) to exactly the
-    allowlisted units, for the executor's user and systemd's manage-units action only."""
-    rule = render_rule(POLICY)
-    assert _allowed_in(rule) == {
-        "reload": ["nginx.service"],
-        "reset-failed": ["nginx.service"],
-        "restart": ["app.service", "nginx.service"],
-    }
-    assert _allowed_in(rule) == allowed_verbs(POLICY)
-    assert 'subject.user !== "opsbot-executor"' in rule
-    assert 'action.id !== "org.freedesktop.systemd1.manage-units"' in rule
-    assert rule.rstrip().endswith("});")
-    assert "return polkit.Result.NO;" in rule
-
-
-def test_the_polkit_rule_mentions_nothing_that_is_not_allowed() -> None:
-    """Verbs and units not in the allowlist, and denylisted units, appear nowhere in the
-    rule."""
-    rule = render_rule(POLICY)
-    for absent in (
-        '"stop"',
-        '"start"',
-        "redis.service",
-        "sshd",
-        "dbus",
-        "journald",
-        "opsbot-diagnose",
-    ):
-        assert absent not in rule
-
-
-def test_an_empty_allowlist_gives_a_rule_that_allows_nothing() -> None:
-    """With nothing allowed, the rule's table is empty: every request is answered NO."""
-    assert _allowed_in(render_rule(ExecutorPolicy())) == {}
-
-
-def test_the_executor_user_in_the_rule_is_quoted() -> None:
-    """The user name is written as a JSON string, so no name can break out of it."""
-    rule = render_rule(POLICY, executor_user='x" || true || "')
-    assert 'subject.user !== "x\\" || true || \\""' in rule

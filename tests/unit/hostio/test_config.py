@@ -3,6 +3,7 @@ the file and the key path."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,51 @@ def test_unreadable_file_is_a_config_error(tmp_path: Path) -> None:
     """A path that cannot be read (here: a directory) is a ConfigError, not an OSError."""
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path)
+
+
+SMALL = "[diagnose]\nmax_steps = 8\n"
+
+
+def test_a_config_others_may_write_is_refused_naming_the_file_and_the_fix(
+    tmp_path: Path,
+) -> None:
+    """A config an operator could edit would widen the allowlist (and the polkit rule
+    generated from it): group- or world-writable, it is refused in one line saying how
+    to fix it, and the same file at 0644 loads."""
+    path = write(tmp_path, SMALL)
+    path.chmod(0o666)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert caught.value.message == (
+        f"{path} is writable by group or others (mode 0666); opsbot refuses a file others "
+        f"can change (fix: chown root:root {path} && chmod 0644 {path})"
+    )
+    path.chmod(0o664)
+    with pytest.raises(ConfigError, match="mode 0664"):
+        load_config(path)
+    path.chmod(0o644)
+    assert load_config(path).diagnose.max_steps == 8
+
+
+def test_a_config_in_a_directory_others_may_write_is_refused(tmp_path: Path) -> None:
+    """Whoever may write the directory may put another file in the config's place."""
+    path = write(tmp_path, SMALL)
+    tmp_path.chmod(0o777)
+    try:
+        with pytest.raises(ConfigError) as caught:
+            load_config(path)
+    finally:
+        tmp_path.chmod(0o700)
+    assert caught.value.message.startswith(f"{tmp_path} is writable by group or others")
+    assert f"chmod 0755 {tmp_path}" in caught.value.message
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the file away")
+def test_a_config_owned_by_an_operator_is_refused_by_root(tmp_path: Path) -> None:
+    """Root (polkit-rule --write, approve) trusts only a config root owns: one owned by
+    an operator's uid, even at 0644, is refused, naming the owner."""
+    path = write(tmp_path, SMALL)
+    os.chown(path, 4321, 4321)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert caught.value.message.startswith(f"{path} is owned by uid 4321, not root;")

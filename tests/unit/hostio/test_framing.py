@@ -3,6 +3,7 @@ line, bounded in size and in time, whoever sends it and however slowly."""
 
 from __future__ import annotations
 
+import math
 import socket
 import threading
 import time
@@ -13,7 +14,7 @@ import pytest
 
 from shared_io import framing
 from shared_io.errors import PeerProtocolError, SocketUnavailable
-from shared_io.framing import LineReader, MessageTooLarge
+from shared_io.framing import Deadlines, LineReader, MessageTooLarge
 
 
 @pytest.fixture
@@ -77,6 +78,71 @@ def test_a_slow_sender_cannot_stretch_the_deadline(
         sender.join()
     assert time.monotonic() - started < 2.0
     assert reader.buffer.startswith(b"xx")
+
+
+class FakeClock:
+    """A monotonic clock that moves only when the test says."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_blank_lines_are_skipped_and_do_not_move_the_deadline(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    """A peer that sends only newlines (and CRLFs) has them skipped; the deadline set
+    when the reader started waiting stands: a newline every 4 s (on the reader's clock)
+    while it waits ends the wait with TimeoutError once the clock is past 10 s, not with
+    another 10 seconds."""
+    ours, theirs = pair
+    clock = FakeClock()
+    reader = LineReader(ours, 1024, clock=clock)
+    theirs.sendall(b"\n\r\n  \n" + b'{"a":1}\n')
+    assert reader.message_by(clock() + 10) == b'{"a":1}'
+
+    def trickle() -> None:
+        for step in (4, 4, 3):
+            time.sleep(0.05)
+            clock.now += step
+            theirs.sendall(b"\n")
+
+    deadline = clock() + 10
+    sender = threading.Thread(target=trickle)
+    started = time.monotonic()
+    sender.start()
+    try:
+        with pytest.raises(TimeoutError):
+            reader.message_by(deadline)
+    finally:
+        sender.join()
+    # At once after the third newline: a deadline moved by it would have waited 10 s.
+    assert time.monotonic() - started < 5
+    assert clock.now - 1000.0 == 11
+
+
+def test_the_deadline_runs_from_the_previous_reply_and_the_lifetime_bounds_all() -> None:
+    """Deadlines: the next message is due 10 s after the last reply (or the start), never
+    later than the connection's lifetime; a reply moves the first, not the second."""
+    clock = FakeClock()
+    deadlines = Deadlines(10, 60, clock=clock)
+    start = clock()
+    assert deadlines.next_message_by() == start + 10
+    clock.now += 8
+    assert deadlines.next_message_by() == start + 10  # time passing alone moves nothing
+    deadlines.replied()
+    assert deadlines.next_message_by() == start + 18
+    clock.now = start + 55
+    deadlines.replied()
+    assert deadlines.next_message_by() == start + 60
+    assert not deadlines.lifetime_over()
+    clock.now = start + 60
+    assert deadlines.lifetime_over()
+    unbounded = Deadlines(10, math.inf, clock=clock)
+    clock.now += 10_000
+    assert not unbounded.lifetime_over()
 
 
 Serve = Callable[[socket.socket], None]
@@ -213,3 +279,15 @@ def test_stream_bounds_each_line(server: Callable[[Serve], Path]) -> None:
         for line in framing.stream(server(flood), b"go\n", limit=1000, timeout=5):
             received.append(line)
     assert received == [b"ok"]
+
+
+def test_a_refusal_sent_before_the_request_is_read_is_the_reply(
+    server: Callable[[Serve], Path],
+) -> None:
+    """A server that answers "busy" at accept and closes without reading (a connection
+    over a limit): the client's request (1 MiB here, so it cannot slip into the socket's
+    buffer) fails to send, and the refusal waiting on the socket is the reply, not
+    "closed the connection before the request"."""
+    path = server(lambda conn: conn.sendall(b"busy: over the cap\n"))
+    reply = framing.exchange(path, b"x" * (1 << 20) + b"\n", limit=1024, timeout=5)
+    assert reply == b"busy: over the cap"

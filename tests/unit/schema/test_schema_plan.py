@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared_schema import WRITE_TOOLS, FieldError, Plan, parse_plan
+from shared_schema.text import printable
 
 from .plans import plan_json, restart_step
 
@@ -74,6 +75,30 @@ def test_a_goal_must_be_short_printable_text(goal: Any, says: str) -> None:
     error = only_error(plan_json(goal=goal))
     assert error.path == "goal"
     assert says in error.message
+
+
+BIDI = [0x061C, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E]
+BIDI += [0x2066, 0x2067, 0x2068, 0x2069, 0x2028, 0x2029]
+
+
+@pytest.mark.parametrize("code", BIDI, ids=[f"U+{c:04X}" for c in BIDI])
+def test_a_reason_that_would_display_in_another_order_is_refused(code: int) -> None:
+    """A bidirectional override, embedding, isolate or mark (or a line separator) makes
+    a reason display differently from what it holds: "restart \u202eecivres.bd" reads as
+    another unit. The schema refuses each, like any control character."""
+    step = restart_step()
+    step["reason"] = f"restart {chr(code)}ecivres.bd-omed"
+    error = only_error(plan_json(steps=[step]))
+    assert error.path == "steps.0.reason"
+    assert f"control character U+{code:04X} at offset 8" in error.message
+
+
+@pytest.mark.parametrize("code", BIDI, ids=[f"U+{c:04X}" for c in BIDI])
+def test_printable_shows_bidi_characters_as_escapes(code: int) -> None:
+    """What operators read of untrusted text (journal lines, forged fields) shows each
+    such character as a visible escape, and leaves right-to-left letters alone."""
+    shown = printable(f"a{chr(code)}b שלום \x1b")
+    assert shown == f"a\\u{code:04x}b שלום \\x1b"
 
 
 @pytest.mark.parametrize("goal", ["x" * 200, "redémarrer nginx — le cache est plein", "再起動"])

@@ -1,0 +1,345 @@
+"""polkit holds opsbot's users to the manage-units pairs the policy allows, and to nothing
+else; `sudo opsbot apply` cannot step around it. In the booted systemd with opsbot
+installed as README says.
+
+The attack (issue 12, item 7): from an exact copy of opsbot-executor.service's sandbox,
+the executor's user wrote a user unit under its home (then /var/lib/opsbot, writable
+there) and asked logind for linger (`set-self-linger` allows any user by default):
+logind started user@UID.service, its user manager ran the unit outside every sandbox,
+and would again after each boot. Now the generated rule answers NO to opsbot's users for
+every polkit action but the allowed (verb, unit) pairs, and neither user has a home it
+can write.
+
+Item 12: the rule file is root's (Debian's rules.d belongs to polkitd, and the rule used
+to be given to it). Item 13: `opsbot apply` starts opsbot-apply.service instead of
+running steps as root in its own process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shlex
+from collections.abc import Iterator
+
+import pytest
+
+from testbed.container import BootedSystemd
+from testbed.host import OPSBOT, TEST_CONFIG
+from testbed.skips import skip_unless
+from tests.attacks.inside import (
+    approved,
+    cli,
+    cursor,
+    entries,
+    invocation,
+    reject_quietly,
+    state_and_reason,
+)
+
+RULE = "/etc/polkit-1/rules.d/60-opsbot.rules"
+EXECUTOR_UNIT = "/etc/systemd/system/opsbot-executor.service"
+OPSBOT_USERS = ("opsbot-executor", "opsbot-diagnose")
+LINGER = "/var/lib/systemd/linger"
+#: [Service] settings of the executor's unit that say how it runs, not how it is confined.
+NOT_SANDBOX = {"Type", "ExecStart", "Restart", "RestartSec", "RestartPreventExitStatus"}
+MANAGE_UNITS = "org.freedesktop.systemd1.manage-units"
+WEB = "demo-web.service"
+DB = "demo-db.service"
+NARROW_CONFIG = "/etc/opsbot/narrow.toml"
+
+
+@pytest.fixture(scope="module")
+def ct(opsbot: BootedSystemd) -> Iterator[BootedSystemd]:
+    """The container with logind running (the attack needs it: without it this module
+    would prove nothing, so it may not skip under CI), and opsbot-apply.path and .timer
+    stopped (started again after), so that only `opsbot apply` runs the apply."""
+    opsbot.systemctl("start", "systemd-logind.service", check=False)
+    state = opsbot.systemctl("is-active", "systemd-logind.service", check=False).stdout.strip()
+    skip_unless(state == "active", f"systemd-logind is {state!r} in the container")
+    opsbot.systemctl("stop", "opsbot-apply.path", "opsbot-apply.timer")
+    opsbot.wait_for(
+        lambda: (
+            opsbot.systemctl("is-active", "opsbot-apply.service", check=False).stdout.strip()
+            != "activating"
+        ),
+        timeout=60,
+        what="no apply running",
+    )
+    try:
+        yield opsbot
+    finally:
+        opsbot.systemctl("start", "opsbot-apply.path", "opsbot-apply.timer")
+
+
+def uid_of(ct: BootedSystemd, user: str) -> str:
+    return ct.run(["id", "-u", user]).stdout.strip()
+
+
+def executor_sandbox(ct: BootedSystemd) -> list[str]:
+    """``-p KEY=VALUE`` for every sandbox setting of the installed executor unit (User=
+    and Group= included): a transient service with these is confined exactly as it is."""
+    text = ct.run(["cat", EXECUTOR_UNIT]).stdout
+    section, props = "", []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("["):
+            section = line
+        elif section == "[Service]" and "=" in line and not line.startswith("#"):
+            key = line.split("=", 1)[0]
+            if key not in NOT_SANDBOX:
+                props += ["-p", line]
+    for setting in ("User=opsbot-executor", "ProtectSystem=strict", "NoNewPrivileges=yes"):
+        assert setting in props, props
+    return props
+
+
+def in_executor_sandbox(ct: BootedSystemd, script: str) -> tuple[int, str, str]:
+    """``sh -c script`` as a transient service with the executor unit's sandbox (each
+    ``$`` doubled: systemd expands ``${NAME}`` in a command line itself)."""
+    result = ct.run(
+        [
+            "systemd-run",
+            "--quiet",
+            "--wait",
+            "--pipe",
+            "--collect",
+            *executor_sandbox(ct),
+            "--",
+            "/bin/sh",
+            "-c",
+            script.replace("$", "$$"),
+        ],
+        check=False,
+    )
+    return result.returncode, result.stdout, result.stderr
+
+
+def linger_call(uid: str) -> list[str]:
+    """logind's SetUserLinger(uid, enable=true, interactive=false), over the system bus."""
+    return [
+        "busctl",
+        "call",
+        "org.freedesktop.login1",
+        "/org/freedesktop/login1",
+        "org.freedesktop.login1.Manager",
+        "SetUserLinger",
+        "ubb",
+        uid,
+        "true",
+        "false",
+    ]
+
+
+def user_manager(ct: BootedSystemd, uid: str) -> str:
+    return ct.systemctl("show", "-P", "ActiveState", f"user@{uid}.service").stdout.strip()
+
+
+@contextlib.contextmanager
+def no_linger_left(ct: BootedSystemd, *users: str) -> Iterator[None]:
+    """Whatever the block did (an old rule lets it through), no linger and no user manager
+    of ``users`` outlive it."""
+    try:
+        yield
+    finally:
+        for user in users:
+            ct.run(["loginctl", "disable-linger", user], check=False)
+            ct.systemctl("stop", f"user@{uid_of(ct, user)}.service", check=False)
+
+
+def test_a_plain_user_may_linger_here_so_the_refusals_below_mean_something(
+    ct: BootedSystemd,
+) -> None:
+    """The control: in this container logind answers, polkit's default lets a plain user
+    (mallory) linger, and logind then starts her user manager. So when opsbot's users are
+    refused below, it is the rule that refuses them, not a logind or a polkit that is
+    not there."""
+    uid = uid_of(ct, "mallory")
+    with no_linger_left(ct, "mallory"):
+        said = ct.run(linger_call(uid), user="mallory", check=False)
+        assert said.returncode == 0, said.stderr
+        assert ct.run(["test", "-e", f"{LINGER}/mallory"], check=False).returncode == 0
+        assert ct.wait_for(
+            lambda: user_manager(ct, uid) in ("active", "failed"),
+            timeout=30,
+            what="mallory's user manager started",
+        )
+
+
+def test_the_executor_cannot_plant_a_user_unit_or_linger_from_its_sandbox(
+    ct: BootedSystemd,
+) -> None:
+    """From an exact copy of opsbot-executor.service's sandbox, the attack of item 7: its
+    home is / and cannot be written (no ~/.config/systemd/user/evil.service), and logind's
+    SetUserLinger is refused by polkit ("Access denied", not a prompt). No linger file,
+    and no user manager for the executor."""
+    uid = uid_of(ct, "opsbot-executor")
+    with no_linger_left(ct, "opsbot-executor"):
+        status, out, err = in_executor_sandbox(
+            ct,
+            'home=$(getent passwd "$(id -un)" | cut -d: -f6); echo "home=$home"; '
+            'mkdir -p "${home%/}/.config/systemd/user" && '
+            'echo "[Service]" > "${home%/}/.config/systemd/user/evil.service"',
+        )
+        assert "home=/\n" in out, (out, err)
+        assert status != 0 and "Read-only file system" in err, (out, err)
+        status, out, err = in_executor_sandbox(ct, shlex.join(linger_call(uid)))
+        assert status != 0 and "Access denied" in err, (status, out, err)
+        assert ct.run(["test", "-e", f"{LINGER}/opsbot-executor"], check=False).returncode != 0
+        assert user_manager(ct, uid) == "inactive"
+
+
+@pytest.mark.parametrize("user", OPSBOT_USERS)
+def test_neither_opsbot_user_has_a_writable_home_or_may_linger(
+    ct: BootedSystemd, user: str
+) -> None:
+    """Outside any sandbox too: each of opsbot's users has / as its home, cannot write it,
+    and is refused linger for itself by polkit; no user manager runs for it."""
+    uid = uid_of(ct, user)
+    home = ct.run(["getent", "passwd", user]).stdout.split(":")[5]
+    assert home == "/"
+    assert ct.run(["test", "-w", home], user=user, check=False).returncode != 0
+    with no_linger_left(ct, user):
+        said = ct.run(linger_call(uid), user=user, check=False)
+        assert said.returncode != 0 and "Access denied" in said.stderr, said
+        assert ct.run(["test", "-e", f"{LINGER}/{user}"], check=False).returncode != 0
+        assert user_manager(ct, uid) == "inactive"
+
+
+#: Asks polkitd (as root, for a process running as user $1) about every action it knows
+#: when $2 is "all", then about manage-units for each VERB:UNIT that follows, with the
+#: details systemd passes; prints "ACTION DETAIL STATUS" (pkcheck: 0 yes, 1 no, 2 prompt).
+PKCHECK = r"""
+set -u
+user=$1 every=$2
+shift 2
+setpriv --reuid="$user" --regid="$user" --init-groups sleep 300 &
+pid=$!
+trap 'kill $pid' EXIT
+uid=$(id -u "$user")
+for _ in $(seq 100); do [ "$(stat -c %u /proc/$pid)" = "$uid" ] && break; sleep 0.05; done
+if [ "$every" = all ]; then
+    for action in $(pkaction); do
+        pkcheck --action-id "$action" --process "$pid" >/dev/null 2>&1
+        echo "$action - $?"
+    done
+fi
+for pair in "$@"; do
+    pkcheck --action-id org.freedesktop.systemd1.manage-units --process "$pid" \
+        --detail verb "${pair%%:*}" --detail unit "${pair#*:}" >/dev/null 2>&1
+    echo "org.freedesktop.systemd1.manage-units $pair $?"
+done
+"""
+PAIRS = (
+    "restart:demo-web.service",
+    "stop:demo-web.service",
+    "restart:demo-other.service",
+    "restart:systemd-journald.service",
+    "start:demo-flaky.service",
+)
+
+
+def polkit_answers(
+    ct: BootedSystemd, user: str, *pairs: str, every_action: bool = False
+) -> dict[tuple[str, str], int]:
+    argv = ["bash", "-c", PKCHECK, "pkcheck", user, "all" if every_action else "-", *pairs]
+    answers = {}
+    for line in ct.run(argv, timeout=120).stdout.splitlines():
+        action, detail, status = line.split()
+        answers[(action, detail)] = int(status)
+    return answers
+
+
+def executor_may(ct: BootedSystemd, verb: str, unit: str) -> bool:
+    """What polkitd answers now for the executor's user doing ``verb`` on ``unit``."""
+    [status] = polkit_answers(ct, "opsbot-executor", f"{verb}:{unit}").values()
+    return status == 0
+
+
+@pytest.mark.parametrize("user", OPSBOT_USERS)
+def test_polkit_says_no_to_opsbots_users_for_every_action_but_the_allowed_pairs(
+    ct: BootedSystemd, user: str
+) -> None:
+    """Every action polkitd knows (logind's, systemd's, hostnamed's, packagekit's, ...),
+    asked for a process of this user: "not authorized" (pkcheck's 1, the rule's NO, not
+    2, a prompt that no one answers). The executor's user alone gets YES for the
+    allowlisted (verb, unit) pairs (restart demo-web, start demo-flaky), and NO for any
+    other verb or unit."""
+    answers = polkit_answers(ct, user, *PAIRS, every_action=True)
+    assert len(answers) > 50, answers  # polkitd answered, for every action it has
+    assert ("org.freedesktop.login1.set-self-linger", "-") in answers
+    allowed = {
+        (MANAGE_UNITS, "restart:demo-web.service"),
+        (MANAGE_UNITS, "start:demo-flaky.service"),
+    }
+    expected = {key: 0 if user == "opsbot-executor" and key in allowed else 1 for key in answers}
+    assert answers == expected
+
+
+def test_the_rule_file_is_roots_and_0644(ct: BootedSystemd) -> None:
+    """`opsbot polkit-rule --write`: the file is root:root 0644 in a directory polkitd
+    owns, and holds exactly what `opsbot polkit-rule` prints."""
+    assert ct.run(["stat", "-c", "%U", "/etc/polkit-1/rules.d"]).stdout.strip() == "polkitd"
+    ct.run(["chown", "polkitd:polkitd", RULE])  # as the old code left it
+    said = cli(ct, "polkit-rule", "--write").stdout
+    assert f"wrote {RULE}" in said
+    assert ct.run(["stat", "-c", "%U %G %a", RULE]).stdout.split() == ["root", "root", "644"]
+    assert ct.run(["cat", RULE]).stdout == cli(ct, "polkit-rule").stdout
+    left = ct.run(["ls", "-A", "/etc/polkit-1/rules.d"]).stdout.split()
+    assert [name for name in left if name.startswith(".tmp-")] == []
+
+
+def test_sudo_opsbot_apply_runs_the_step_as_the_executor_in_its_unit(ct: BootedSystemd) -> None:
+    """Root runs `opsbot apply` for an approved restart: the console prints the step and
+    the plan's outcome, and the journal says who ran the step: a process of
+    opsbot-apply.service with the executor's uid, not root's console."""
+    plan_id = approved(ct, WEB, "apply as the executor")
+    before = invocation(ct, WEB)
+    since = cursor(ct)
+    try:
+        shown = cli(ct, "apply").stdout
+        assert f"{plan_id}  step 1 ok: systemctl restart --no-ask-password -- {WEB}" in shown
+        assert f"{plan_id}  APPLIED     1 step(s) ran" in shown
+        assert invocation(ct, WEB) != before
+        [finished] = entries(ct, since, f"PLAN_ID={plan_id}", "EVENT=step.finished")
+        assert finished["_SYSTEMD_UNIT"] == "opsbot-apply.service"
+        assert finished["_UID"] == uid_of(ct, "opsbot-executor")
+        as_json = json.loads(cli(ct, "apply", "--json").stdout)
+        assert all(o["plan_id"] != plan_id or not o["ran"] for o in as_json)
+    finally:
+        reject_quietly(ct, plan_id)
+
+
+def test_sudo_opsbot_apply_cannot_run_what_the_polkit_rule_does_not_allow(
+    ct: BootedSystemd,
+) -> None:
+    """The policy allows restarting demo-db, but the polkit rule in force does not (it was
+    generated from a narrower config). A restart of demo-db, approved by root and applied
+    by root's `opsbot apply`: the step runs as the executor, polkit refuses it, the plan
+    is FAILED, `opsbot apply` exits 1 and demo-db keeps its invocation. Root's shell
+    lends the step none of root's rights."""
+    narrow = TEST_CONFIG.replace(
+        'restart_unit = ["demo-web.service", "demo-db.service"]',
+        'restart_unit = ["demo-web.service"]',
+    )
+    assert narrow != TEST_CONFIG
+    ct.write_file(NARROW_CONFIG, narrow)
+    before = invocation(ct, DB)
+    plan_id = ""
+    try:
+        ct.run([OPSBOT, "polkit-rule", "--write"], env={"OPSBOT_CONFIG": NARROW_CONFIG})
+        ct.wait_for(lambda: not executor_may(ct, "restart", DB), what="polkit read the rule")
+        plan_id = approved(ct, DB, "beyond the rule")
+        applied = cli(ct, "apply", check=False)
+        assert applied.returncode == 1, applied
+        assert f"{plan_id}  step 1 failed: systemctl restart" in applied.stdout
+        assert f"{plan_id}  FAILED" in applied.stdout
+        state, reason = state_and_reason(ct, plan_id)
+        assert state == "FAILED" and "Access denied" in reason, (state, reason)
+        assert invocation(ct, DB) == before
+    finally:
+        if plan_id:
+            reject_quietly(ct, plan_id)
+        ct.run(["rm", "-f", NARROW_CONFIG])
+        cli(ct, "polkit-rule", "--write")
+        ct.wait_for(lambda: executor_may(ct, "restart", DB), what="polkit read the rule")

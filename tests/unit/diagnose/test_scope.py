@@ -1,0 +1,90 @@
+"""The diagnosis scope: an operator may have diagnosed what opsbot may act on, the health
+targets' units, and what they depend on (to depth 3), never sshd or opsbot itself; and a
+diagnosis reads no journal outside it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from diagnose_svc.errors import ToolError
+from diagnose_svc.scope import DEPTH, OutOfScope, build_scope
+from diagnose_svc.tools import JournalArgs, ToolContext
+from diagnose_svc.tools.tail_journal import tail_journal
+from shared_schema import DiagnoseSettings, OpsbotConfig
+
+#: What systemd would answer: each unit's dependencies, a chain six deep behind app.
+GRAPH = {
+    "web.service": {"Wants": "app.service"},
+    "app.service": {
+        "Requires": "cache.service sshd.service sysinit.target system.slice",
+        "BindsTo": "db.service",
+    },
+    "sysinit.target": {"Wants": "payroll.service"},
+    "system.slice": {"Wants": "payroll.service"},
+    "db.service": {"Requires": "disk.mount"},
+    "disk.mount": {"Requires": "deep.service"},
+    "deep.service": {"Requires": "deeper.service"},
+    "report.timer": {"Wants": "report.service"},
+}
+
+
+def show(units: Sequence[str], properties: Sequence[str]) -> list[dict[str, str]]:
+    return [{p: GRAPH.get(u, {}).get(p, "") for p in properties} for u in units]
+
+
+def config(**diagnose: object) -> OpsbotConfig:
+    return OpsbotConfig.model_validate(
+        {
+            "executor": {"allow": {"restart_unit": ["app.service"]}},
+            "diagnose": {
+                "health": {"web": {"url": "http://127.0.0.1/", "unit": "web.service"}},
+                **diagnose,
+            },
+        }
+    )
+
+
+def test_the_scope_reaches_three_dependencies_deep_from_what_is_configured() -> None:
+    """web (a health target's unit) and app (allowlisted) are in scope, and what they
+    depend on to depth 3; deeper is not, nor sshd, which app requires (denylisted)."""
+    scope = build_scope(config(), show)
+    assert DEPTH == 3
+    for unit in ("web.service", "app.service", "db.service", "cache.service", "disk.mount"):
+        assert scope.allows(unit), unit
+    assert scope.allows("deep.service")  # app -> db -> disk.mount -> deep: depth 3
+    assert not scope.allows("deeper.service")
+    assert not scope.allows("sshd.service")
+    assert not scope.allows("report.service")
+    # Every service Requires= sysinit.target: targets and slices are not followed, or
+    # the scope would be every unit on the host.
+    assert not scope.allows("sysinit.target") and not scope.allows("payroll.service")
+
+
+def test_scope_in_the_config_widens_it_and_the_denylist_always_wins() -> None:
+    """[diagnose] scope adds units (and their dependencies) an operator may diagnose
+    without opsbot touching them; naming sshd there changes nothing."""
+    scope = build_scope(config(scope=["report.timer", "sshd.service"]), show)
+    assert scope.allows("report.timer") and scope.allows("report.service")
+    assert not scope.allows("sshd.service")
+
+
+def test_a_unit_outside_the_scope_is_refused_naming_the_key_that_widens_it() -> None:
+    scope = build_scope(config(), show)
+    with pytest.raises(OutOfScope) as refused:
+        scope.require("payroll.service")
+    assert refused.value.message.startswith("payroll.service is not in the diagnosis scope")
+    assert "[diagnose] scope in /etc/opsbot/opsbot.toml" in (refused.value.hint or "")
+    with pytest.raises(OutOfScope) as denied:
+        scope.require("ssh.service")
+    assert "never diagnosed through opsbot" in denied.value.message
+
+
+def test_no_journal_outside_the_scope_is_read() -> None:
+    """However the run came to ask (a model told so by a journal line), tail_journal
+    refuses a unit outside the scope before it opens the journal."""
+    context = ToolContext(settings=DiagnoseSettings(), journal_scope=frozenset({"app.service"}))
+    with pytest.raises(ToolError) as refused:
+        tail_journal(JournalArgs(unit="sshd.service"), context)
+    assert "outside the diagnosis scope" in refused.value.message

@@ -1,0 +1,128 @@
+"""The accept loop's admission on a real Unix socket (shared_io.server): a peer over its
+user's cap, or over the room its kind of user may share, is answered at once with the
+server's busy line for that limit and closed, before a byte of its message is read; a
+connection that ends gives its room back."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from shared_io.admission import Refusal
+from shared_io.framing import LineReader
+from shared_io.server import ThreadedServer
+
+
+class Echo(ThreadedServer):
+    """Echoes one line per connection; says which limit refused a connection."""
+
+    max_connections = 6
+    connections_per_uid = 2
+    reserved_connections = 2
+    trusted = False
+
+    def handle(self, conn: socket.socket) -> None:
+        line = LineReader(conn, 1024).readline(10)
+        if line is not None:
+            conn.sendall(line + b"\n")
+
+    def busy(self, refusal: Refusal) -> bytes:
+        return f"busy {refusal.limit} {refusal.allowed}\n".encode()
+
+    def privileged(self, uid: int) -> bool:
+        return self.trusted
+
+
+class TrustedEcho(Echo):
+    trusted = True
+
+
+class SharedEcho(Echo):
+    connections_per_uid = 6
+
+
+@contextlib.contextmanager
+def serving(server_class: type[Echo], path: Path) -> Iterator[Echo]:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(32)
+    server = server_class(listener, idle_timeout=0, notify=False)
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.stopping.set()
+        thread.join(timeout=15)
+        listener.close()
+
+
+def connect(path: Path) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(5)
+    sock.connect(str(path))
+    return sock
+
+
+def first_line(sock: socket.socket) -> bytes:
+    line = LineReader(sock, 1024).readline(5)
+    assert line is not None, "closed without a line"
+    return line
+
+
+def wait_active(server: Echo, count: int) -> None:
+    deadline = time.monotonic() + 5
+    while server.active != count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert server.active == count
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "echo.sock"
+
+
+def test_a_user_over_its_cap_is_refused_at_once_with_the_limit(path: Path) -> None:
+    """Two silent connections of one user fill its cap of 2: the third is answered "busy
+    per_uid 2" without sending anything and closed; when one of the two ends, the user
+    is served again."""
+    with serving(Echo, path) as server:
+        held = [connect(path), connect(path)]
+        wait_active(server, 2)
+        with connect(path) as third:
+            assert first_line(third) == b"busy per_uid 2"
+            assert third.recv(1) == b""
+        held.pop().close()
+        wait_active(server, 1)
+        with connect(path) as again:
+            again.sendall(b"hello\n")
+            assert first_line(again) == b"hello"
+        for sock in held:
+            sock.close()
+    assert server.refused == 1
+
+
+def test_the_reserve_is_only_for_privileged_users(tmp_path: Path) -> None:
+    """Of 6 connections, 2 are reserved: users that are not privileged share 4 (here one
+    user with a cap of 2 holds 2, so the reserve is not what stops it); a privileged user
+    has no cap of its own and gets all 6, the 7th refused by the total."""
+    with serving(TrustedEcho, tmp_path / "trusted.sock") as server:
+        held = [connect(tmp_path / "trusted.sock") for _ in range(6)]
+        wait_active(server, 6)
+        with connect(tmp_path / "trusted.sock") as seventh:
+            assert first_line(seventh) == b"busy total 6"
+        for sock in held:
+            sock.close()
+    with serving(SharedEcho, tmp_path / "shared.sock") as server:
+        held = [connect(tmp_path / "shared.sock") for _ in range(4)]
+        wait_active(server, 4)
+        with connect(tmp_path / "shared.sock") as fifth:
+            assert first_line(fifth) == b"busy shared 4"
+        for sock in held:
+            sock.close()
