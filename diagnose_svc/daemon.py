@@ -168,10 +168,18 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from diagnose_svc.config_broken import ConfigBroken
     from diagnose_svc.server import DiagnoseServer
+    from shared_io.errors import ConfigError
 
-    config = load_config(args.config)
-    settings = config.diagnose
+    broken: ConfigError | None = None
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:  # served, not exited on: the socket must stay up
+        structlog.get_logger("opsbot.diagnose").error(
+            "config.invalid", error=exc.message, hint=exc.hint
+        )
+        broken = exc
     if args.listen is not None:
         listener = bind(args.listen, backlog=16)
     else:
@@ -187,10 +195,13 @@ def _serve(args: argparse.Namespace) -> int:
         scope = build_scope(config)  # as the dependencies stand now
         scope.require(unit)
         return diagnose_once(
-            unit, symptom, settings, args.socket, on_event, journal_scope=scope.units
+            unit, symptom, config.diagnose, args.socket, on_event, journal_scope=scope.units
         )
 
-    server = DiagnoseServer(listener, diagnose, args.idle_timeout, settings=settings)
+    if broken is not None:
+        server: DiagnoseServer = ConfigBroken(listener, broken, args.config, args.idle_timeout)
+    else:
+        server = DiagnoseServer(listener, diagnose, args.idle_timeout, settings=config.diagnose)
     signal.signal(signal.SIGTERM, lambda signum, frame: server.stopping.set())
     try:
         server.serve()

@@ -11,7 +11,9 @@ newline-delimited JSON, each message at most 64 KiB and complete within
 deadline); closes an operator's connection ``[executor] connection_lifetime_seconds``
 after it opened; answers each message with one line; sends READY/STATUS to systemd; and
 exits after ``--idle-timeout`` seconds without a connection (systemd starts it again on
-the next one). A slow or silent client holds only its own thread.
+the next one). A slow or silent client holds only its own thread. If opsbot.toml does
+not load, it serves :class:`ConfigBroken` instead: every message is answered with the
+error, and no plan is taken.
 """
 
 import argparse
@@ -34,12 +36,13 @@ from shared_io import log as logsetup
 from shared_io.activation import activated_socket, bind
 from shared_io.admission import Refusal
 from shared_io.config import load_config
-from shared_io.errors import OpsbotError
+from shared_io.errors import ConfigError, OpsbotError
 from shared_io.framing import Clock, Deadlines, LineReader, MessageTooLarge, send_line
 from shared_io.paths import Paths
 from shared_io.server import ThreadedServer
 from shared_schema import (
     MAX_MESSAGE_BYTES,
+    ExecutorPolicy,
     Reject,
     WireError,
     decode_json_object,
@@ -184,6 +187,64 @@ class Server(ThreadedServer):
             self._send(conn, reply)
 
 
+class ConfigBroken(ThreadedServer):
+    """The executor while opsbot.toml does not load: the socket stays up and every
+    message gets ``Reject`` with the ConfigError (file, line, key). A daemon that exited
+    at start instead would be started again by the socket until systemd gave up
+    (start-limit-hit) and closed it. There is no store and no policy here: no plan can be
+    taken. The socket's mode (group opsbot-operators) decides who connects; the message
+    holds no value from the file. Once the file loads, the next connection is told to
+    try again and the daemon exits: the socket starts one that reads it."""
+
+    max_connections = MAX_CLIENTS
+    connections_per_uid = ExecutorPolicy().connections_per_uid
+    drain_seconds = MESSAGE_TIMEOUT
+
+    def __init__(
+        self,
+        listener: socket.socket,
+        error: ConfigError,
+        config: Path,
+        idle_timeout: float,
+        notify: bool = True,
+    ) -> None:
+        self.error = error
+        self.config = config
+        self.ready_status = "not taking plans: " + " ".join(error.message.split())
+        super().__init__(listener, idle_timeout=idle_timeout, notify=notify)
+
+    def privileged(self, uid: int) -> bool:
+        return uid == 0
+
+    def busy(self, refusal: Refusal) -> bytes:
+        return encode_message(Reject(reason=f"{BUSY}; try again"))
+
+    def _reject(self) -> bytes:
+        try:
+            load_config(self.config)
+        except ConfigError as exc:
+            return encode_message(Reject(reason=f"invalid configuration: {exc.message}"))
+        self.stopping.set()
+        return encode_message(
+            Reject(reason=f"{self.config} was fixed since the executor started; try again")
+        )
+
+    def handle(self, conn: socket.socket) -> None:
+        reader = LineReader(conn, MAX_MESSAGE_BYTES, clock=self.clock)
+        deadline = self.clock() + MESSAGE_TIMEOUT
+        while not self.stopping.is_set():
+            try:
+                line = reader.message_by(deadline)
+            except (MessageTooLarge, TimeoutError):
+                if reader.buffer.strip():  # a message begun (or too large) is answered too
+                    send_line(conn, self._reject(), SEND_TIMEOUT)
+                return
+            if line is None:
+                return
+            send_line(conn, self._reject(), SEND_TIMEOUT)
+            deadline = self.clock() + MESSAGE_TIMEOUT
+
+
 def _listener(socket_path: Path | None) -> socket.socket:
     """The listening socket: passed by systemd, or bound at ``socket_path``."""
     activated = activated_socket()
@@ -215,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     paths = Paths.from_env()
     try:
         config = load_config(paths.config)
+    except ConfigError as exc:
+        return _serve_config_broken(exc, paths.config, args.socket, args.idle_timeout)
+    try:
         store = PlanStore(paths.state_dir)
         store.ensure()
         swept = store.sweep_temp_files()
@@ -228,8 +292,24 @@ def main(argv: list[str] | None = None) -> int:
     policy = config.executor
     service = ExecutorService(store, policy, utcnow, paths.approvals_dir)
     roles = Roles(policy.diagnose_user, policy.operators_group)
-    server = Server(listener, service, roles, args.idle_timeout)
+    return _serve(Server(listener, service, roles, args.idle_timeout))
 
+
+def _serve_config_broken(
+    error: ConfigError, config: Path, socket_path: Path | None, idle_timeout: float
+) -> int:
+    """Serve ConfigBroken until idle, stopped, or the config is fixed."""
+    log.error("config.invalid", error=error.message, hint=error.hint)
+    try:
+        listener = _listener(socket_path)
+    except OpsbotError as exc:
+        log.error("executor.failed", error=exc.message, hint=exc.hint)
+        print(f"opsbot-executor: {exc.message}", file=sys.stderr)
+        return exc.exit_status
+    return _serve(ConfigBroken(listener, error, config, idle_timeout))
+
+
+def _serve(server: ThreadedServer) -> int:
     def stop(signum: int, frame: FrameType | None) -> None:
         server.stopping.set()
 
@@ -238,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         server.serve()
     finally:
-        listener.close()
+        server.listener.close()
     return 0
 
 

@@ -43,6 +43,7 @@ from executor_svc.records import PlanRecord, StatusRecord
 from executor_svc.states import TransitionRefused, transition
 from executor_svc.store import PlanStore
 from executor_svc.unit_state import UnitState, UnitStateError, expectation_mismatch
+from executor_svc.verification import history_errors
 from shared_schema import Approval, ExecutorPolicy, Plan, PlanState, is_valid_plan_id
 
 log = structlog.get_logger("opsbot.executor.gate")
@@ -106,6 +107,11 @@ def decide(
     if errors:
         reason = "today's policy refuses it: " + "; ".join(str(e) for e in errors)
         return Decision("stale", reason, plan, argv)
+    # The budget again, now: plans approved together (or since this one was submitted)
+    # may have spent it meanwhile.
+    spent = history_errors(plan, store, policy, now)
+    if spent:
+        return Decision("stale", "; ".join(e.message for e in spent), plan, argv)
     return Decision("run", "", plan, argv, checked)
 
 

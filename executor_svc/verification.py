@@ -49,6 +49,20 @@ log = structlog.get_logger("opsbot.executor.verify")
 
 #: Tools that bring a unit (back) up: what the restart budget counts.
 RESTARTS = frozenset({"start_unit", "restart_unit"})
+#: States of a plan whose steps (some of them) ran.
+RAN = frozenset(
+    {
+        PlanState.APPLYING,
+        PlanState.INTERRUPTED,
+        PlanState.APPLIED,
+        PlanState.VERIFIED,
+        PlanState.UNRESOLVED,
+        PlanState.FAILED,
+    }
+)
+#: Plans whose steps ran and did not fix it: not accepted again within the window. (A
+#: FAILED plan is not among them: its steps may not all have run.)
+NOT_FIXED = frozenset({PlanState.UNRESOLVED})
 #: A plan applied longer ago than this is not offered for verification any more (it
 #: stays APPLIED: not verified); what the service does now says nothing about that fix.
 VERIFY_HORIZON = timedelta(hours=1)
@@ -164,26 +178,19 @@ def history_errors(
     for plan_id in _recent(store, policy, now):
         try:
             status = store.status(plan_id)
-            if status.state not in (
-                PlanState.APPLIED,
-                PlanState.VERIFIED,
-                PlanState.UNRESOLVED,
-                PlanState.FAILED,
-            ):
+            if status.state not in RAN:
                 continue
             ran = store.verified_plan(store.load(plan_id))
         except ExecutorError:
             continue
         for record, step in zip(status.steps, ran.steps, strict=False):
-            if (
-                step.tool in RESTARTS
-                and record.outcome == "ok"
-                and record.finished_at is not None
-                and record.finished_at >= since
-            ):
+            # A start or restart that was begun counts, whatever its exit: `systemctl
+            # restart` that exits 1 ("Job ... failed") or times out did restart the unit.
+            at = record.finished_at or record.started_at
+            if step.tool in RESTARTS and at is not None and at >= since:
                 restarts.setdefault(step.args.unit, []).append(plan_id)
-        applied = _applied_at(status)
-        if status.state is PlanState.UNRESOLVED and applied is not None and applied >= since:
+        ended = status.history[-1].at if status.history else None
+        if status.state in NOT_FIXED and ended is not None and ended >= since:
             tried[tuple((s.tool, s.args.unit) for s in ran.steps)] = plan_id
     errors: list[FieldError] = []
     sequence = tuple((s.tool, s.args.unit) for s in plan.steps)

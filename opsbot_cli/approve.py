@@ -39,6 +39,7 @@ from opsbot_cli.output import (
 from shared_io.config import load_config
 from shared_io.paths import DEFAULTS, Paths
 from shared_io.run import run as run_program
+from shared_schema.timespan import parse_timespan
 
 APPLY_UNIT = "opsbot-apply.service"
 APPLY_PATH = "opsbot-apply.path"
@@ -57,8 +58,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument(
         "--ttl",
-        type=int,
-        help="seconds the approval holds (at most the config's approval_ttl_seconds)",
+        metavar="DURATION",
+        help="how long the approval holds, as systemd writes it: 90 (seconds), 30s, 30m, "
+        "2h, '1h 30min'; at least 1 s, at most the config's approval_ttl_seconds "
+        "(its default)",
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
@@ -74,6 +77,23 @@ def sha256_arg(value: str) -> str:
     return prefix
 
 
+def ttl_arg(value: str, ceiling: int, config: Path) -> int:
+    """``--ttl`` in whole seconds: a systemd timespan from 1 s up to ``ceiling``."""
+    seconds = parse_timespan(value)
+    shown = printable(value[:80])
+    if seconds is None:
+        raise UsageError(
+            f"--ttl takes a systemd duration (90, 30s, 30m, 2h, '1h 30min'), not {shown!r}"
+        )
+    if seconds < 1 or seconds != int(seconds):
+        raise UsageError(f"--ttl {shown!r}: an approval holds a whole number of seconds, >= 1")
+    if seconds > ceiling:
+        raise UsageError(
+            f"--ttl {shown!r} ({int(seconds)} s) exceeds approval_ttl_seconds={ceiling} in {config}"
+        )
+    return int(seconds)
+
+
 def run(args: argparse.Namespace, paths: Paths) -> int:
     require_root("approve")
     plan_id = plan_id_arg(args.plan_id)
@@ -85,9 +105,7 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         )
     config = load_config(paths.config)
     ceiling = config.executor.approval_ttl_seconds
-    ttl = args.ttl or ceiling
-    if ttl > ceiling:
-        raise UsageError(f"--ttl {ttl} exceeds approval_ttl_seconds={ceiling} in {paths.config}")
+    ttl = ceiling if args.ttl is None else ttl_arg(args.ttl, ceiling, paths.config)
     store = PlanStore(paths.state_dir)
     accepted = journal_witness.accepted(plan_id)
     if prefix is None:

@@ -4,6 +4,7 @@ is one line with a hint that says what to check."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,10 +38,44 @@ EXECUTOR_TIMEOUT = 30.0
 DIAGNOSE_TIMEOUT = 600.0
 
 
+def _config_cause() -> str | None:
+    """Why the daemons could not start, if the console can read the config and it is
+    invalid (the same ConfigError the daemons meet); None if it loads or is unreadable."""
+    from shared_io.config import load_config
+    from shared_io.errors import ConfigError
+    from shared_io.paths import config_path
+
+    path = config_path()
+    try:
+        if path.exists() and not os.access(path, os.R_OK):
+            return None
+    except OSError:  # a directory on its way is not this user's to search
+        return None
+    try:
+        load_config(path)
+    except ConfigError as exc:
+        return exc.message
+    return None
+
+
+def _down_hint(unit: str) -> str:
+    """What to check when nothing (or nothing alive) answers on ``unit``'s socket."""
+    service = unit.removesuffix(".socket") + ".service"
+    steps = (
+        f"`systemctl status {unit} {service}`; if failed (start-limit-hit): "
+        f"`systemctl reset-failed {unit} {service}` then `systemctl start {unit}`"
+    )
+    cause = _config_cause()
+    if cause is not None:
+        return f"the config is invalid: {cause}; fix it (`opsbot check-config`), then {steps}"
+    return steps
+
+
 def _unreachable(exc: SocketUnavailable, daemon: str, unit: str) -> ConsoleError:
     if exc.reason == "missing":
         return ConsoleError(
-            f"no socket at {exc.path}", hint=f"is {unit} enabled? `systemctl enable --now {unit}`"
+            f"no socket at {exc.path}",
+            hint=f"is {unit} enabled? `systemctl enable --now {unit}`; {_down_hint(unit)}",
         )
     if exc.reason == "permission":
         return ConsoleError(
@@ -49,7 +84,8 @@ def _unreachable(exc: SocketUnavailable, daemon: str, unit: str) -> ConsoleError
         )
     if isinstance(exc, PeerProtocolError):
         return ConsoleError(f"the {daemon} sent a malformed reply: {exc.what}")
-    return ConsoleError(f"cannot talk to the {daemon} at {exc.path}: {exc.what}")
+    hint = _down_hint(unit) if exc.reason in ("refused", "closed") else None
+    return ConsoleError(f"cannot talk to the {daemon} at {exc.path}: {exc.what}", hint=hint)
 
 
 def request(path: Path, message: Model, timeout: float = EXECUTOR_TIMEOUT) -> ReplyModel:

@@ -13,48 +13,97 @@
     opsbot check-config           validate /etc/opsbot/opsbot.toml, show the privilege mode
     opsbot polkit-rule [--write]  the polkit rule generated from the policy
 
-Errors are one line on stderr and a non-zero exit status; --json where scripts read.
+Errors are one line on stderr (and a hint line saying what to do) and a non-zero exit
+status, for every user: 1 an error (a daemon away, permission denied, a file opsbot cannot
+use, an internal error), 2 usage (bad arguments, or a root-only command as another user),
+78 an invalid configuration; never a traceback (OPSBOT_DEBUG=1 shows one for an internal
+error). --json where scripts read.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from collections.abc import Sequence
+from importlib import import_module
+from typing import NamedTuple
 
-from opsbot_cli import (
-    apply,
-    approve,
-    archive,
-    audit,
-    check_config,
-    diagnose,
-    plans,
-    polkit_rule,
-    reject,
-    show,
-    watch,
-)
-from shared_io import log as logsetup
-from shared_io.errors import OpsbotError
+from opsbot_cli.errors import from_os_error, internal_error
+from shared_io.errors import ConfigError, OpsbotError
 from shared_io.paths import Paths
 
-#: One module per command, in the order --help lists them.
+
+class Command(NamedTuple):
+    name: str
+    module: str
+    summary: str
+
+
+#: Every command, in the order --help lists them: its name, the module that parses and
+#: runs it, and its line in --help (the module's own words; a test checks they agree).
+#: Only the module of the command being run is imported, so `opsbot --help` imports
+#: none of them and `opsbot plans` does not pay for executor_svc.
 COMMANDS = (
-    plans,
-    show,
-    approve,
-    reject,
-    archive,
-    apply,
-    audit,
-    diagnose,
-    watch,
-    check_config,
-    polkit_rule,
+    Command("plans", "opsbot_cli.plans", "list plans with their states"),
+    Command("show", "opsbot_cli.show", "show one plan: goal, steps as argv, history"),
+    Command(
+        "approve",
+        "opsbot_cli.approve",
+        "(root) approve a plan: binds an approval to its sha256, with expiry",
+    ),
+    Command(
+        "reject",
+        "opsbot_cli.reject",
+        "(root) refuse a plan and remove its approval; it will never run",
+    ),
+    Command(
+        "archive-approvals",
+        "opsbot_cli.archive",
+        "(root) move used approvals where no apply reads them (opsbot-archive.service)",
+    ),
+    Command(
+        "apply",
+        "opsbot_cli.apply",
+        "run approved plans now (opsbot-apply.timer and .path do this)",
+    ),
+    Command(
+        "audit", "opsbot_cli.audit", "tell a plan's story from the journal (trusted entries only)"
+    ),
+    Command(
+        "diagnose",
+        "opsbot_cli.diagnose",
+        "ask the diagnosis service why a unit is down; shows each step live",
+    ),
+    Command(
+        "watch",
+        "opsbot_cli.watch",
+        "(root) diagnose UNIT automatically when it fails (OnFailure= drop-in)",
+    ),
+    Command("unwatch", "opsbot_cli.watch", "(root) remove the drop-in `opsbot watch` wrote"),
+    Command(
+        "check-config",
+        "opsbot_cli.check_config",
+        "validate the config and report the privilege mode",
+    ),
+    Command(
+        "polkit-rule",
+        "opsbot_cli.polkit_rule",
+        "print (or --write) the polkit rule generated from the policy",
+    ),
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _module_to_run(argv: Sequence[str]) -> str | None:
+    """The module of the command ``argv`` names (its first word that is a command)."""
+    modules = {c.name: c.module for c in COMMANDS}
+    return next((modules[word] for word in argv if word in modules), None)
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of every command (``argv`` None: for tests and the man page), or the
+    one ``argv`` needs: the real parser of the command it names, and for every other
+    command only its line in --help (the same --help, without importing its module)."""
     parser = argparse.ArgumentParser(
         prog="opsbot",
         description="Review, approve and apply the fixes opsbot proposes for failed "
@@ -64,16 +113,28 @@ def build_parser() -> argparse.ArgumentParser:
         "opsbot audit ID",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    wanted = None if argv is None else _module_to_run(argv)
+    added: set[str] = set()
     for command in COMMANDS:
-        command.add_parser(sub)
+        if command.module in added:
+            continue  # its module added it with the one before (watch, unwatch)
+        if argv is None or command.module == wanted:
+            import_module(command.module).add_parser(sub)
+            added.add(command.module)
+        else:
+            sub.add_parser(command.name, help=command.summary, description=command.summary)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logsetup.configure("opsbot")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv).parse_args(argv)
+    if "structlog" in sys.modules:  # the command's modules log (plans, show do not)
+        from shared_io import log as logsetup
+
+        logsetup.configure("opsbot")
     try:
-        status: int = args.func(args, Paths.from_env())
+        status: int = _run(args, argv)
         return status
     except OpsbotError as exc:
         print(f"opsbot: error: {exc.message}", file=sys.stderr)
@@ -82,8 +143,29 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_status
     except KeyboardInterrupt:
         return 130
+
+
+def _run(args: argparse.Namespace, argv: list[str]) -> int:
+    """The command, with what it raises from outside opsbot's error tree translated at
+    this boundary (opsbot_cli/errors.py): one line that says what to do, never a
+    traceback; ``OPSBOT_DEBUG=1`` lets an unexpected error show its traceback."""
+    try:
+        status: int = args.func(args, Paths.from_env())
+        return status
     except BrokenPipeError:
         return 0
+    except ConfigError as exc:
+        if isinstance(exc.__cause__, PermissionError):
+            raise from_os_error(exc.__cause__, argv) from exc
+        raise
+    except (OpsbotError, KeyboardInterrupt):
+        raise
+    except OSError as exc:
+        raise from_os_error(exc, argv) from exc
+    except Exception as exc:
+        if os.environ.get("OPSBOT_DEBUG"):
+            raise
+        raise internal_error(exc) from exc
 
 
 if __name__ == "__main__":

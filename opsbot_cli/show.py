@@ -10,7 +10,7 @@ from opsbot_cli.clients import request
 from opsbot_cli.errors import ConsoleError
 from opsbot_cli.output import command, json_out, out, plan_id_arg, printable, when
 from shared_io.paths import Paths
-from shared_schema import PlanDetail, Reject, ShowPlan
+from shared_schema import PlanDetail, Reject, ShowPlan, sha256_hex
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,6 +26,7 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
     if isinstance(reply, Reject):
         raise ConsoleError(reply.reason)
     assert isinstance(reply, PlanDetail)
+    check_detail(reply)
     if args.json:
         json_out(reply.model_dump(mode="json"))
     elif args.argv:
@@ -34,6 +35,27 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
     else:
         render(reply)
     return 0
+
+
+def check_detail(detail: PlanDetail) -> None:
+    """The executor's answer must add up before an operator reads a sha256 off it to
+    approve: the plan shown hashes to the sha256 shown, and the argv shown is the argv
+    that plan runs (a subverted executor could pair one plan with another's sha256)."""
+    actual = sha256_hex(detail.plan.canonical())
+    if actual != detail.summary.sha256:
+        raise ConsoleError(
+            f"the executor's answer does not add up: plan {detail.summary.plan_id} as sent "
+            f"hashes to {actual[:16]}..., not the {detail.summary.sha256[:16]}... it reports",
+            hint="do not approve it; look at /var/lib/opsbot/plans as root and the journal",
+        )
+    from executor_svc.policy import step_argv  # the executor's own table, when needed
+
+    if step_argv(detail.plan) != detail.argv:
+        raise ConsoleError(
+            f"the executor's answer does not add up: the argv it reports for plan "
+            f"{detail.summary.plan_id} is not what its steps run",
+            hint="do not approve it; look at /var/lib/opsbot/plans as root and the journal",
+        )
 
 
 def render(detail: PlanDetail) -> None:
@@ -66,4 +88,5 @@ def render(detail: PlanDetail) -> None:
         out("history:")
         for item in detail.history:
             reason = f": {printable(str(item.get('reason')))}" if item.get("reason") else ""
-            out(f"  {item['at']}  {item['state']:<11} by {item['by']}{reason}")
+            at, state, by = (printable(str(item.get(k, "?"))) for k in ("at", "state", "by"))
+            out(f"  {at}  {state:<11} by {by}{reason}")

@@ -39,7 +39,10 @@ def load_config(path: Path | None = None) -> OpsbotConfig:
             f"cannot read {path}: {exc.strerror or exc}",
             hint="the unit's user needs read access to it",
         ) from exc
-    reason = untrusted_reason(path, st) or untrusted_parent(path)
+    # The directory of the file itself, and of the link to it if it is one: whoever may
+    # write either may put another file in its place.
+    real = Path(os.path.realpath(path))
+    reason = untrusted_reason(path, st) or untrusted_parent(path) or untrusted_parent(real)
     if reason:
         raise ConfigError(reason)
     if len(raw) > MAX_CONFIG_BYTES:

@@ -23,6 +23,7 @@ from diagnose_svc.limits import (
     TOOL_OUTPUT_BUDGET,
 )
 from diagnose_svc.tools._registry import ToolContext, ToolOutput, UnitToolArgs, read_tool
+from shared_schema.units import denied_reason
 
 PRIORITIES = ("emerg", "alert", "crit", "err", "warning", "notice", "info", "debug")
 COREDUMP_MESSAGE_ID = "fc2e22bc6ee647b6b90729ab34a250b1"
@@ -183,7 +184,8 @@ def tail_journal(args: JournalArgs, context: ToolContext) -> JournalTail:
     has time (UTC), priority, source and message (cut to 500 characters); when they do
     not all fit, the oldest are left out and counted in omitted.
     """
-    if context.journal_scope is not None and args.unit not in context.journal_scope:
+    scope = context.journal_scope
+    if scope is not None and (args.unit not in scope or denied_reason(args.unit)):
         raise ToolError(
             f"the journal of {args.unit} is outside the diagnosis scope (the units opsbot "
             "may act on, the health targets' units, [diagnose] scope, and their dependencies)",

@@ -88,3 +88,11 @@ def test_no_journal_outside_the_scope_is_read() -> None:
     with pytest.raises(ToolError) as refused:
         tail_journal(JournalArgs(unit="sshd.service"), context)
     assert "outside the diagnosis scope" in refused.value.message
+
+
+def test_a_denylisted_unit_is_not_read_even_when_a_run_adds_it_to_its_scope() -> None:
+    """A follow-up or a root-started run adds its unit to the scope; if that unit is sshd
+    (a plan's unit comes from the executor's answer), its journal is still not read."""
+    context = ToolContext(settings=DiagnoseSettings(), journal_scope=frozenset({"sshd.service"}))
+    with pytest.raises(ToolError, match="outside the diagnosis scope"):
+        tail_journal(JournalArgs(unit="sshd.service"), context)

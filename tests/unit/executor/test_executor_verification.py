@@ -195,3 +195,56 @@ def test_a_verified_plan_does_not_forbid_its_steps(
     plan_id, sha = applied(store, approvals_dir, clock, step("start_unit", "app.service"))
     service.handle(report(plan_id, sha, "verified"), DIAGNOSE)
     assert isinstance(_submit(service, step("start_unit", "app.service")), Accept)
+
+
+def _apply(store: PlanStore, approvals_dir: Path, clock: Clock, **exit_status: int) -> None:
+    Applier(
+        store,
+        approvals_dir,
+        POLICY,
+        actor="opsbot-executor",
+        now=clock,
+        read_state=unit_in("failed"),
+        run_step=Systemctl(exit_status=dict(exit_status)),
+    ).apply_all()
+
+
+def test_a_restart_that_exited_with_an_error_still_spends_the_budget(
+    store: PlanStore, approvals_dir: Path, clock: Clock
+) -> None:
+    """A crash loop: `systemctl restart app.service` exits 1 ("Job for app.service
+    failed"), but it did restart the unit. With a budget of 1 that FAILED plan spends it:
+    neither a restart nor a start of app.service is accepted within the window."""
+    strict = POLICY.model_copy(update={"restart_budget": 1})
+    service = ExecutorService(store, strict, clock, approvals_dir)
+    record = submitted(store, plan_of(step("restart_unit", "app.service")), clock())
+    approved(store, approvals_dir, record, clock())
+    _apply(store, approvals_dir, clock, **{"app.service": 1})
+    assert store.status(record.plan_id).state is S.FAILED
+    clock.advance(60)
+    again = _submit(service, step("restart_unit", "app.service", reason="once more"))
+    assert isinstance(again, Revise)
+    assert again.errors[0].message.startswith("restart budget spent")
+    start = _submit(service, step("start_unit", "app.service"))
+    assert isinstance(start, Revise)
+    assert start.errors[0].message.startswith("restart budget spent")
+    assert "app.service 1 times in the last 30 min" in start.errors[0].message
+
+
+def test_plans_approved_together_cannot_overspend_the_budget_at_apply(
+    store: PlanStore, approvals_dir: Path, clock: Clock
+) -> None:
+    """Four restarts of app.service, each accepted while the budget (3) was unspent and
+    approved together: the apply runs three, and the fourth ends STALE naming the budget."""
+    records = []
+    for n in range(4):
+        record = submitted(
+            store, plan_of(step("restart_unit", "app.service", reason=f"plan {n}")), clock()
+        )
+        approved(store, approvals_dir, record, clock())
+        records.append(record)
+    _apply(store, approvals_dir, clock)
+    statuses = [store.status(r.plan_id) for r in records]
+    assert sorted(s.state for s in statuses) == [S.APPLIED, S.APPLIED, S.APPLIED, S.STALE]
+    [stale] = [s for s in statuses if s.state is S.STALE]
+    assert stale.reason.startswith("restart budget spent")

@@ -147,3 +147,21 @@ def test_a_config_owned_by_an_operator_is_refused_by_root(tmp_path: Path) -> Non
     with pytest.raises(ConfigError) as caught:
         load_config(path)
     assert caught.value.message.startswith(f"{path} is owned by uid 4321, not root;")
+
+
+def test_a_link_to_a_config_in_a_directory_others_may_write_is_refused(tmp_path: Path) -> None:
+    """The link's own directory is root's, but the file it points at lies where anyone may
+    replace it: refused, naming that directory."""
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    target = write(loose, SMALL)
+    loose.chmod(0o777)
+    safe = tmp_path / "etc"
+    safe.mkdir()
+    (safe / "opsbot.toml").symlink_to(target)
+    try:
+        with pytest.raises(ConfigError) as caught:
+            load_config(safe / "opsbot.toml")
+    finally:
+        loose.chmod(0o700)
+    assert caught.value.message.startswith(f"{loose} is writable by group or others")
