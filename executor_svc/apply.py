@@ -188,10 +188,11 @@ class Applier:
         if failed:
             done = self._move(status, PlanState.FAILED, failed)
         else:
-            # The marker first: an apply that dies between the two leaves a marker for a
-            # plan not APPLIED yet (skipped), never an APPLIED plan nobody verifies.
-            mark_applied(self.store, status.plan_id)
+            # The marker after the transition: opsbot-verify.path starts the check on it,
+            # and the check must find the plan APPLIED (a path unit does not watch while
+            # the service it started runs, so a second marker could go unseen).
             done = self._move(status, PlanState.APPLIED, f"{len(argv)} step(s) ran")
+            mark_applied(self.store, done.plan_id)
         return Outcome(done.plan_id, done.state, done.reason, argv, ran=True)
 
     # -- dry run ------------------------------------------------------------------------
