@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 from executor_svc.errors import ApprovalExpired, ApprovalRefused, StoreError
 from executor_svc.records import PlanRecord
-from executor_svc.store import PlanStore, write_atomic
+from executor_svc.store import PlanStore, fsync_dir, write_atomic
 from shared_schema import Approval, canonical_json, is_valid_plan_id, sha256_hex
 
 MAX_APPROVAL_BYTES = 4096
@@ -60,14 +60,6 @@ def rejection_path(approvals_dir: Path, plan_id: str) -> Path:
 def used_dir(approvals_dir: Path) -> Path:
     """Where used approvals go: root's only (0700), out of the apply's reach."""
     return approvals_dir / USED_DIR
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _check_dir(approvals_dir: Path) -> None:
@@ -199,7 +191,7 @@ def remove_approval(approvals_dir: Path, plan_id: str) -> bool:
     except IsADirectoryError:
         return False
     with contextlib.suppress(OSError):
-        _fsync_dir(approvals_dir)
+        fsync_dir(approvals_dir)
     return True
 
 
@@ -247,8 +239,8 @@ def archive_used(approvals_dir: Path, is_used: Callable[[str], bool]) -> list[st
         except FileNotFoundError:
             continue  # gone meanwhile (a reject): nothing left to move
         moved.append(plan_id)
-    _fsync_dir(used)
-    _fsync_dir(approvals_dir)
+    fsync_dir(used)
+    fsync_dir(approvals_dir)
     return moved
 
 

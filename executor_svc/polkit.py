@@ -15,6 +15,7 @@ import os
 import secrets
 from pathlib import Path
 
+from executor_svc.store import fsync_dir
 from executor_svc.tools import TOOLS
 from shared_schema import ExecutorPolicy
 
@@ -87,11 +88,7 @@ def write_rule(rule: str, path: Path = RULE_PATH) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+    fsync_dir(path.parent)
 
 
 def privilege_mode() -> str:

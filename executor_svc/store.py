@@ -38,7 +38,8 @@ MAX_RECORD_BYTES = 1024 * 1024
 _TMP_PREFIX = ".tmp-"
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Make a rename or unlink in ``path`` durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -89,7 +90,7 @@ def write_atomic(path: Path, data: bytes, *, exclusive: bool = False, mode: int 
             os.unlink(tmp)
         else:
             os.rename(tmp, path)
-        _fsync_dir(directory)
+        fsync_dir(directory)
     except FileExistsError:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

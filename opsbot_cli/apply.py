@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import pwd
 import shlex
 import sys
 import threading
@@ -27,6 +26,7 @@ import structlog
 
 from executor_svc.apply_service import APPLY_UNIT, apply_plans, outcome_json
 from opsbot_cli.errors import ConsoleError
+from opsbot_cli.journal_witness import executor_uids
 from opsbot_cli.output import command, json_out, operator_name, out, printable, require_root
 from shared_io.paths import Paths
 from shared_io.run import RunResult, run
@@ -132,16 +132,6 @@ def _failure(result: RunResult | None) -> str:
     return said or f"{APPLY_UNIT} failed"
 
 
-def trusted_uids() -> frozenset[int]:
-    """root (opsbot-apply runs as root on hosts without polkit) and the executor's user."""
-    uids = {0}
-    try:
-        uids.add(pwd.getpwnam(EXECUTOR_USER).pw_uid)
-    except KeyError:
-        pass
-    return frozenset(uids)
-
-
 # -- starting and following the unit ----------------------------------------------------
 
 
@@ -151,7 +141,7 @@ def follow_apply_unit(on_step: Callable[[Entry], None] | None = None) -> ApplyRe
     from now on meanwhile, and once more after journald has caught up."""
     from systemd import journal
 
-    report = ApplyReport(trusted_uids(), on_step=on_step)
+    report = ApplyReport(frozenset(executor_uids()), on_step=on_step)
     reader = journal.Reader()
     try:
         # No add_match: the report picks the unit's entries itself (sd-journal 252 may
