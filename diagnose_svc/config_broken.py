@@ -45,7 +45,9 @@ class ConfigBroken(DiagnoseServer):
             load_config(self.config)
         except ConfigError as exc:
             return ErrorMessage(
-                message=f"invalid configuration: {exc.message}", hint=exc.hint or ""
+                message=f"invalid configuration: {exc.message}",
+                hint=exc.hint or "",
+                exit_status=exc.exit_status,
             )
         self.stopping.set()
         return ErrorMessage(

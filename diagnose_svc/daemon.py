@@ -57,12 +57,27 @@ def render(verdict: PlanVerdict | NoteVerdict) -> str:
     return "\n".join(lines)
 
 
+#: systemd's unit types: a name ending in none of them is a service, as systemctl reads it.
+UNIT_TYPES = frozenset(
+    "service socket target device mount automount swap timer path slice scope".split()
+)
+
+
+def unit_arg(value: str) -> str:
+    """UNIT as systemctl reads it: ``app`` is ``app.service``. The watch drop-in's
+    ``OnFailure=opsbot-onfailure@%N.service`` passes a service's name without its suffix, so
+    that the unit that diagnoses app.service is ``opsbot-onfailure@app.service``."""
+    return value if value.rpartition(".")[2] in UNIT_TYPES else f"{value}.service"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="opsbot-diagnose", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug events")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="diagnose one unit once")
-    run.add_argument("unit", help="the unit to diagnose, e.g. nginx.service")
+    run.add_argument(
+        "unit", type=unit_arg, help="the unit to diagnose, e.g. nginx.service (nginx: a service)"
+    )
     run.add_argument("--symptom", default="", help="what was observed, in words")
     run.add_argument("--json", action="store_true", help="print the verdict as JSON")
     run.add_argument("--config", type=Path, default=None, help="opsbot.toml to read")

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from diagnose_svc.errors import CommandFailed, UsageError
 from diagnose_svc.tools._systemctl import show
+from shared_io.exit_codes import REFUSED
 from shared_schema import OpsbotConfig
 from shared_schema.units import denied_reason
 
@@ -47,6 +48,8 @@ Show = Callable[[Sequence[str], Sequence[str]], list[dict[str, str]]]
 
 class OutOfScope(UsageError):
     """The unit is outside the diagnosis scope; the message says which key widens it."""
+
+    exit_status = REFUSED
 
 
 def configured_units(config: OpsbotConfig) -> set[str]:

@@ -155,7 +155,10 @@ class DiagnoseServer(ThreadedServer):
         except OpsbotError as exc:  # refused for the operator's reason (e.g. out of scope)
             log.warning("diagnose.refused", reason=exc.message)
             try:
-                self._send(conn, ErrorMessage(message=exc.message, hint=exc.hint or ""))
+                error = ErrorMessage(
+                    message=exc.message, hint=exc.hint or "", exit_status=exc.exit_status
+                )
+                self._send(conn, error)
             except OSError:
                 pass
         except Exception as exc:  # one bad run must not take the service down

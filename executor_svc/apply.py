@@ -23,12 +23,29 @@ from executor_svc.gate import Decision, decide, precondition_mismatch
 from executor_svc.records import StatusRecord
 from executor_svc.states import transition
 from executor_svc.store import PlanStore
-from executor_svc.unit_state import UnitState, read_unit_state
+from executor_svc.unit_state import (
+    Check,
+    UnitState,
+    UnitStateError,
+    precondition_checks,
+    read_unit_state,
+)
 from executor_svc.verification import mark_applied
 from shared_io.run import RunResult, run
 from shared_schema import ExecutorPolicy, Plan, PlanState, StepRecord
+from shared_schema.write_tools import WRITE_TOOLS_BY_NAME
 
 log = structlog.get_logger("opsbot.executor.apply")
+
+
+@dataclass(frozen=True)
+class StepPreview:
+    """What a dry run says of one step: the argv, each precondition against the live state
+    in words, and what the step does."""
+
+    argv: list[str]
+    checks: list[Check]
+    does: str
 
 
 @dataclass(frozen=True)
@@ -40,6 +57,35 @@ class Outcome:
     message: str
     argv: list[list[str]] = field(default_factory=list)
     ran: bool = False
+    #: Dry run only: each step's preview.
+    preview: list[StepPreview] = field(default_factory=list)
+
+
+def preview_steps(
+    plan: Plan, argv: list[list[str]], read_state: Callable[[str], UnitState]
+) -> list[StepPreview]:
+    """Each step of ``plan`` with its preconditions checked against live state now (one
+    read per unit), in the words ``opsbot apply --dry-run`` prints."""
+    states: dict[str, UnitState | str] = {}
+    previews: list[StepPreview] = []
+    for step, step_argv_ in zip(plan.steps, argv, strict=True):
+        unit = step.args.unit
+        tool = WRITE_TOOLS_BY_NAME.get(step.tool)
+        does = f"{tool.verb} {unit}: {tool.summary}" if tool else f"{step.tool} {unit}"
+        checks: list[Check] = []
+        if step.expect is not None:
+            if unit not in states:
+                try:
+                    states[unit] = read_state(unit)
+                except UnitStateError as exc:
+                    states[unit] = exc.message
+            state = states[unit]
+            if isinstance(state, str):
+                checks.append(Check(state, False))
+            else:
+                checks = precondition_checks(step.expect, state)
+        previews.append(StepPreview(step_argv_, checks, does))
+    return previews
 
 
 def run_step(argv: list[str], timeout: float) -> RunResult:
@@ -179,10 +225,8 @@ class Applier:
                 output=result.output.strip()[:500] or None,
             )
             if not result.ok:
-                failed = (
-                    f"step {i + 1} ({shlex.join(step_argv_)}) {outcome}: "
-                    f"{(result.error or result.output).strip()[:300]}"
-                )
+                said = " ".join((result.error or result.output).split())[:300]
+                failed = f"step {i + 1} ({shlex.join(step_argv_)}) {outcome}: {said}"
                 if plan.stop_on_error:
                     break
         if failed:
@@ -207,12 +251,30 @@ class Applier:
         state, argv = status.state, decision.argv
         if decision.action == "skip":
             return None
+        preview = preview_steps(decision.plan, argv, self.read_state) if decision.plan else []
+
+        def would(message: str) -> Outcome:
+            return Outcome(plan_id, state, message, argv, preview=preview)
+
         if decision.action == "wait":
-            return Outcome(plan_id, state, "would not run: not approved", argv)
+            return would("would not run: not approved")
         if decision.action == "interrupt":
-            return Outcome(plan_id, state, f"would become INTERRUPTED: {decision.reason}", argv)
+            return would(f"would become INTERRUPTED: {decision.reason}")
         if decision.action == "expire":
-            return Outcome(plan_id, state, f"would not run: {decision.reason}", argv)
-        if decision.action in ("refuse", "stale"):
-            return Outcome(plan_id, state, f"would not run: {decision.reason}", argv)
-        return Outcome(plan_id, state, "would run (dry run: nothing was run)", argv)
+            return would(f"would become EXPIRED: {decision.reason}")
+        if decision.action == "stale":
+            return would(f"would become STALE: {decision.reason}")
+        if decision.action == "refuse":
+            return would(f"would not run: {decision.reason}")
+        if self.store.is_consumed(plan_id):
+            return would("would not run: approval was already used by another apply")
+        # The same checks the apply makes right before the steps, read once and shown.
+        unmet = [
+            f"step {index}: {check.text}"
+            for index, step in enumerate(preview, 1)
+            for check in step.checks
+            if not check.holds
+        ]
+        if unmet:
+            return would("would become STALE: " + "; ".join(unmet))
+        return would(f"would run {len(argv)} step(s) (dry run: nothing was run)")

@@ -56,6 +56,20 @@ def outcome_json(o: Outcome) -> dict[str, Any]:
         "message": o.message,
         "argv": o.argv,
         "ran": o.ran,
+        **(
+            {
+                "steps": [
+                    {
+                        "argv": p.argv,
+                        "does": p.does,
+                        "checks": [{"text": c.text, "holds": c.holds} for c in p.checks],
+                    }
+                    for p in o.preview
+                ]
+            }
+            if o.preview
+            else {}
+        ),
     }
 
 

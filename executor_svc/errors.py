@@ -6,15 +6,18 @@
         ├── PlanNotFound          no stored plan with that id (exit 1)
         ├── StoreError            the state directory cannot be read or written (exit 74)
         │   └── TamperedPlan      a stored plan's bytes no longer match its fingerprint
-        └── ApprovalRefused       an approval failed a check; the message says which (exit 1)
+        ├── PlanRefused           the plan's state or a rejection forbids it (exit 5)
+        └── ApprovalRefused       an approval failed a check; the message says which (exit 5)
             └── ApprovalExpired   it did, but its time is over: the plan expires with it
 
-A bad config is shared_io.errors.ConfigError (exit 78). Exit statuses follow sysexits.h
+A bad config is shared_io.errors.ConfigError (exit 78). The console's statuses are
+shared_io/exit_codes.py; the daemons' own follow sysexits.h
 so that ``Restart=`` and scripts can tell a bad config (EX_CONFIG, not worth restarting)
 from an I/O failure (EX_IOERR).
 """
 
 from shared_io.errors import OpsbotError
+from shared_io.exit_codes import REFUSED
 
 
 class ExecutorError(OpsbotError):
@@ -37,8 +40,12 @@ class TamperedPlan(StoreError):
     pass
 
 
+class PlanRefused(ExecutorError):
+    exit_status = REFUSED
+
+
 class ApprovalRefused(ExecutorError):
-    pass
+    exit_status = REFUSED
 
 
 class ApprovalExpired(ApprovalRefused):

@@ -37,7 +37,13 @@ from executor_svc.approvals import (
     write_approval,
     write_rejection,
 )
-from executor_svc.errors import ApprovalExpired, ApprovalRefused, TamperedPlan, UsageError
+from executor_svc.errors import (
+    ApprovalExpired,
+    ApprovalRefused,
+    PlanRefused,
+    TamperedPlan,
+    UsageError,
+)
 from executor_svc.policy import policy_errors, step_argv
 from executor_svc.records import PlanRecord, StatusRecord
 from executor_svc.states import TransitionRefused, transition
@@ -219,13 +225,13 @@ def _reviewable(
     plan = store.verified_plan(record)
     status = store.status(plan_id, record)
     if status.state not in (PlanState.PROPOSED, PlanState.APPROVED):
-        raise UsageError(
+        raise PlanRefused(
             f"plan {plan_id} is {status.state}; only PROPOSED plans can be approved",
             hint="diagnose again for a new plan",
         )
     rejected = rejection_reason(approvals_dir, plan_id)
     if rejected:
-        raise UsageError(
+        raise PlanRefused(
             f"plan {plan_id} was {rejected}; a rejected plan is never approved",
             hint="diagnose again for a new plan",
         )
@@ -317,7 +323,7 @@ def reject(
             status = transition(status, PlanState.REJECTED, by=by, at=now, reason=why)
         except TransitionRefused as exc:
             hint = "its approval file was removed" if removed else None
-            raise UsageError(exc.message, hint=hint) from exc
+            raise PlanRefused(exc.message, hint=hint) from exc
         write_rejection(approvals_dir, record, by, now, why)
         store.save_status(status)
     log.info("plan.rejected", plan_id=plan_id, sha256=record.sha256, approver=by, reason=reason)

@@ -1,10 +1,16 @@
 """Reading a unit's live state, to re-check a step's ``expect`` just before apply."""
 
+from __future__ import annotations
+
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from executor_svc.errors import ExecutorError
 from shared_io.run import run
-from shared_schema import Expect
+
+if TYPE_CHECKING:  # opsbot show imports this module and no model (issue 13, item 11)
+    from shared_schema import Expect
 
 _PROPERTIES = ("LoadState", "ActiveState", "SubState", "InvocationID")
 
@@ -68,3 +74,53 @@ def expectation_mismatch(expect: Expect, state: UnitState) -> str | None:
             f"{expect.invocation_id[:12] or 'none'})"
         )
     return None
+
+
+@dataclass(frozen=True)
+class Check:
+    """One precondition of a step in words, and whether the live state meets it:
+    ``"app.service is failed now"`` and True."""
+
+    text: str
+    holds: bool
+
+    def line(self) -> str:
+        return f"{self.text}: {'yes' if self.holds else 'NO'}"
+
+
+def precondition_checks(expect: Expect | Mapping[str, Any], state: UnitState) -> list[Check]:
+    """Each field of ``expect`` against ``state``, in words (what ``opsbot apply --dry-run``
+    and ``opsbot show`` print; :func:`expectation_mismatch` is the apply's verdict).
+    ``expect`` is the model or, in the console, its JSON form (``opsbot show`` reads the
+    plan as plain JSON)."""
+    fields = expect if isinstance(expect, Mapping) else expect.model_dump(exclude_none=True)
+    active_state = fields.get("active_state")
+    sub_state = fields.get("sub_state")
+    invocation_id = fields.get("invocation_id")
+    checks: list[Check] = []
+    if active_state is not None:
+        checks.append(
+            Check(
+                f"{state.unit} is {' or '.join(active_state)} now "
+                f"(live: {state.active_state or 'unknown'})",
+                state.active_state in active_state,
+            )
+        )
+    if sub_state is not None:
+        checks.append(
+            Check(
+                f"{state.unit} is in sub state {' or '.join(sub_state)} now "
+                f"(live: {state.sub_state or 'unknown'})",
+                state.sub_state in sub_state,
+            )
+        )
+    if invocation_id is not None:
+        checks.append(
+            Check(
+                f"{state.unit} has not been started again since diagnosis "
+                f"(invocation {invocation_id[:12] or 'none'}, live: "
+                f"{state.invocation_id[:12] or 'none'})",
+                state.invocation_id == invocation_id,
+            )
+        )
+    return checks

@@ -1,8 +1,11 @@
 """``opsbot watch``: diagnose a unit automatically whenever it fails.
 
 Watching a unit is one drop-in, ``/etc/systemd/system/UNIT.d/50-opsbot-watch.conf``,
-with ``OnFailure=opsbot-onfailure@%n.service``; unwatching removes it. Both reload
-systemd. Root only (the drop-in directory is root's).
+with ``OnFailure=opsbot-onfailure@%N.service`` for a service (``app.service`` starts
+``opsbot-onfailure@app.service``, which diagnoses ``app.service``: a name without a type
+is a service) and ``@%n.service`` for any other type (``app.socket`` starts
+``opsbot-onfailure@app.socket.service``); unwatching removes it. Both reload systemd.
+Root only (the drop-in directory is root's).
 """
 
 import contextlib
@@ -18,9 +21,20 @@ log = structlog.get_logger("opsbot.executor.watch")
 
 UNIT_DIR = Path("/etc/systemd/system")
 DROPIN = (
-    b"# Written by `opsbot watch`; `opsbot unwatch` removes it.\n"
-    b"[Unit]\nOnFailure=opsbot-onfailure@%n.service\n"
+    "# Written by `opsbot watch`; `opsbot unwatch` removes it.\n"
+    "[Unit]\nOnFailure=opsbot-onfailure@{specifier}.service\n"
 )
+
+
+def watcher(unit: str) -> str:
+    """The unit a failure of ``unit`` starts."""
+    name = unit.removesuffix(".service")
+    return f"opsbot-onfailure@{name}.service"
+
+
+def dropin_text(unit: str) -> bytes:
+    specifier = "%N" if unit.endswith(".service") else "%n"
+    return DROPIN.format(specifier=specifier).encode()
 
 
 def dropin_path(unit: str) -> Path:
@@ -31,7 +45,7 @@ def watch(unit: str) -> Path:
     """Write ``unit``'s watch drop-in and reload systemd; the drop-in's path."""
     dropin = dropin_path(unit)
     dropin.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(dropin, DROPIN, mode=0o644)
+    write_atomic(dropin, dropin_text(unit), mode=0o644)
     _daemon_reload()
     log.info("unit.watched", unit=unit)
     return dropin

@@ -4,11 +4,19 @@ Root starts opsbot-apply.service and follows its journal until the run ends: the
 as the executor's user, in its unit's sandbox, held by the polkit rule; never in this
 process, never as root (``sudo opsbot apply`` has no way around polkit). What the run did
 to each plan is printed from its ``apply.outcomes`` entry, believed only from that unit
-and its user. With ``--dry-run``: what the next apply would do, judged here, read-only,
-running nothing.
+and its user: a line per step as it ends (``changed`` / ``failed``, with its argv), a line
+per plan, then, for each plan whose steps all ran, opsbot-verify's VERIFIED or UNRESOLVED
+(waited for here, up to ``settle_seconds`` and two minutes), and a summary line.
 
-Exit status: 0, or 1 when a step failed; when the run itself failed, its own status (78
-for a bad config) with the line it logged.
+With ``--dry-run``: what the next apply would do, judged here, read-only, running nothing,
+with every check the apply makes (approval, policy, restart budget, each step's
+precondition against the live state, said in words).
+
+Exit status (shared_io/exit_codes.py), the worst over the plans: 0 every plan applied and
+verified (or nothing to do); 3 a plan waits for approval; 5 one was refused (STALE,
+EXPIRED, an approval that failed a check); 6 a step FAILED or a plan is UNRESOLVED (or
+not yet verified when the wait ended). The dry run exits with what the apply would: 0
+would run, 3, 5. When the run itself failed: its own status (78 for a bad config).
 """
 
 from __future__ import annotations
@@ -27,7 +35,18 @@ import structlog
 from executor_svc.apply_service import APPLY_UNIT, apply_plans, outcome_json
 from opsbot_cli.errors import ConsoleError
 from opsbot_cli.journal_witness import executor_uids
-from opsbot_cli.output import command, json_out, operator_name, out, printable, require_root
+from opsbot_cli.output import (
+    command,
+    cut,
+    fit,
+    json_out,
+    one_line,
+    operator_name,
+    out,
+    printable,
+    require_root,
+)
+from shared_io.exit_codes import FAILED, OK, REFUSED, WAITING, for_state, worst
 from shared_io.paths import Paths
 from shared_io.run import RunResult, run
 
@@ -35,6 +54,10 @@ from shared_io.run import RunResult, run
 FOLLOW_INTERVAL = 0.5
 #: The unit's TimeoutStartSec=30min, and a minute for systemd to say it gave up.
 START_TIMEOUT = 31 * 60.0
+#: Beyond settle_seconds, how long the console waits for opsbot-verify to judge a plan.
+VERIFY_MARGIN = 120.0
+#: A step's outcome in the journal, as the per-step line says it (like ansible-playbook).
+STEP_WORD = {"ok": "changed", "failed": "failed", "timeout": "failed"}
 EXECUTOR_USER = "opsbot-executor"
 LOOK = f"journalctl -u {APPLY_UNIT} -n 30"
 
@@ -45,8 +68,14 @@ Entry = dict[str, Any]
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = command(sub, "apply", "run approved plans now (opsbot-apply.timer and .path do this)")
-    p.add_argument("--dry-run", action="store_true", help="print what would run and run nothing")
-    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="every check the apply makes, each step's precondition against the live "
+        "state; runs nothing",
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="lines whole, not cut to fit")
+    p.add_argument("--json", action="store_true", help="the outcomes as a list")
     p.set_defaults(func=run_command)
 
 
@@ -55,12 +84,94 @@ def run_command(args: argparse.Namespace, paths: Paths) -> int:
         outcomes = [
             outcome_json(o) for o in apply_plans(paths, actor=operator_name(), dry_run=True)
         ]
-        _print_outcomes(outcomes, as_json=args.json, dry_run=True)
-        return 0
+        if args.json:
+            json_out(outcomes)
+        else:
+            _print_dry_run(outcomes, args.verbose)
+        return worst(*(_dry_status(o) for o in outcomes))
     require_root("apply")
     log.info("apply.requested", by=operator_name(), unit=APPLY_UNIT)
-    report = follow_apply_unit(on_step=None if args.json else _print_step)
-    return report.exit_status(lambda outcomes: _print_outcomes(outcomes, as_json=args.json))
+    verbose = args.verbose
+    report = follow_apply_unit(on_step=None if args.json else lambda e: _print_step(e, verbose))
+    return report.exit_status(lambda outcomes: _finish(outcomes, paths, args.json, verbose))
+
+
+def _dry_status(outcome: dict[str, Any]) -> int:
+    message = str(outcome["message"])
+    if message.startswith("would run"):
+        return OK
+    if message == "would not run: not approved":
+        return WAITING
+    if message.startswith("would become INTERRUPTED"):
+        return FAILED
+    return REFUSED
+
+
+def _plan_status(outcome: dict[str, Any]) -> int:
+    """What one plan's outcome means for apply's exit status (after verification)."""
+    state = str(outcome["state"])
+    ended = for_state(state)
+    if ended is not None:
+        return ended
+    if state == "PROPOSED":
+        return WAITING
+    if state == "APPLIED":
+        return FAILED  # not verified when the wait ended: not known to be fixed
+    return REFUSED  # APPROVED and not run: its approval was refused
+
+
+def _finish(outcomes: list[dict[str, Any]], paths: Paths, as_json: bool, verbose: bool) -> int:
+    """The run's outcomes, each applied plan's verification waited for, the summary, and
+    the exit status they make."""
+    if not as_json:
+        _print_outcomes(outcomes, verbose)
+    applied = [o for o in outcomes if o["state"] == "APPLIED"]
+    if applied:
+        _await_verification(applied, paths, quiet=as_json)
+    if as_json:
+        json_out(outcomes)
+    else:
+        out(_summary(outcomes))
+    return worst(*(_plan_status(o) for o in outcomes))
+
+
+def _await_verification(applied: list[dict[str, Any]], paths: Paths, *, quiet: bool) -> None:
+    """Wait for opsbot-verify's verdict on each plan whose steps all ran; update its
+    outcome with the state it reached."""
+    from executor_svc.store import PlanStore
+    from opsbot_cli.follow import follow, say_change
+    from shared_io.config import load_config
+
+    settle = load_config(paths.config).executor.settle_seconds
+    store = PlanStore(paths.state_dir)
+    for outcome in applied:
+        if not quiet:
+            out(f"{outcome['plan_id']}  waiting for opsbot-verify (health must hold {settle} s)")
+        followed = follow(
+            store,
+            str(outcome["plan_id"]),
+            timeout=settle + VERIFY_MARGIN,
+            on_change=(lambda _s: None) if quiet else say_change,
+        )
+        outcome["state"] = str(followed.status.state)
+        if followed.status.verification is not None:
+            outcome["verification"] = followed.status.verification.model_dump(mode="json")
+
+
+def _summary(outcomes: list[dict[str, Any]]) -> str:
+    """One line, like terraform's: plans and steps, and how they ended."""
+    ran = [o for o in outcomes if o["ran"]]
+    steps = sum(len(o["argv"]) for o in ran)
+    failed = sum(1 for o in ran if o["state"] == "FAILED")
+    counts: dict[str, int] = {}
+    for o in outcomes:
+        counts[str(o["state"])] = counts.get(str(o["state"]), 0) + 1
+    states = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+    plans = f"{len(outcomes)} plan{'s' if len(outcomes) != 1 else ''}"
+    return (
+        f"Apply complete: {plans} ({states or 'nothing to do'}), {len(ran)} ran "
+        f"{steps} step{'s' if steps != 1 else ''}, {failed} failed"
+    )
 
 
 # -- what the run wrote ------------------------------------------------------------------
@@ -96,16 +207,16 @@ class ApplyReport:
             status = str(entry.get("EXIT_STATUS", ""))
             self.error_status = int(status) if status.isdigit() and status != "0" else 1
 
-    def exit_status(self, show: Callable[[list[dict[str, Any]]], None]) -> int:
-        """Show the outcomes and return the exit status, or raise what went wrong."""
+    def exit_status(self, show: Callable[[list[dict[str, Any]]], int]) -> int:
+        """Show the outcomes and return the exit status ``show`` says they make, or raise
+        what went wrong."""
         started_ok = self.started is None or self.started.ok
         if self.outcomes is not None:
-            show(self.outcomes)
-            if any(o["state"] == "FAILED" and o["ran"] for o in self.outcomes):
-                return 1
-            if not started_ok:
+            failed = any(o["state"] == "FAILED" and o["ran"] for o in self.outcomes)
+            status = show(self.outcomes)
+            if not started_ok and not failed:  # the unit failed, and not for a step
                 raise ConsoleError(_failure(self.started), hint=LOOK)
-            return 0
+            return status
         if self.error is not None:
             error = ConsoleError(f"{APPLY_UNIT}: {self.error}", hint=self.hint or LOOK)
             error.exit_status = self.error_status
@@ -181,25 +292,40 @@ def follow_apply_unit(on_step: Callable[[Entry], None] | None = None) -> ApplyRe
 # -- printing ----------------------------------------------------------------------------
 
 
-def _print_step(entry: Entry) -> None:
-    """A step of the run, as it ends: ``PLAN_ID  step N OUTCOME: ARGV``."""
+def _print_step(entry: Entry, verbose: bool = False) -> None:
+    """A step of the run, as it ends: ``PLAN_ID  step N changed: ARGV``."""
     plan_id, step, outcome, argv = (
         printable(str(entry.get(key, "?"))) for key in ("PLAN_ID", "STEP", "OUTCOME", "ARGV")
     )
-    out(f"{plan_id}  step {step} {outcome}: {argv}")
+    word = STEP_WORD.get(outcome, outcome)
+    out(cut(f"{plan_id}  step {step} {word}: {argv}", verbose))
 
 
-def _print_outcomes(
-    outcomes: list[dict[str, Any]], *, as_json: bool, dry_run: bool = False
-) -> None:
-    if as_json:
-        json_out(outcomes)
-        return
+def _print_outcomes(outcomes: list[dict[str, Any]], verbose: bool) -> None:
     if not outcomes:
         out("no open plans")
     for o in outcomes:
-        state, message = printable(str(o["state"])), printable(str(o["message"]))
-        out(f"{printable(str(o['plan_id']))}  {state:<11} {message}")
-        if dry_run:
-            for argv in o["argv"]:
-                out(f"    {printable(shlex.join(argv))}")
+        state, message = printable(str(o["state"])), one_line(str(o["message"]))
+        head = f"{printable(str(o['plan_id']))}  {state:<11} "
+        lines = fit(message, " " * len(head), lines=2, verbose=verbose)
+        out(head + lines[0].lstrip())
+        for line in lines[1:]:
+            out(line)
+
+
+def _print_dry_run(outcomes: list[dict[str, Any]], verbose: bool) -> None:
+    """Per plan its verdict, per step the argv, each precondition and what it does."""
+    _print_outcomes(outcomes, verbose)
+    for o in outcomes:
+        if not o.get("steps"):
+            continue
+        out(f"{printable(str(o['plan_id']))}:")
+        for index, step in enumerate(o["steps"], 1):
+            for line in fit(printable(shlex.join(step["argv"])), f"  {index}. ", lines=1):
+                out(line)
+            for check in step["checks"]:
+                said = f"{one_line(check['text'])}: {'yes' if check['holds'] else 'NO'}"
+                for line in fit(said, "     ", lines=2, verbose=verbose):
+                    out(line)
+            for line in fit(f"-> {printable(step['does'])}", "     ", lines=1):
+                out(line)

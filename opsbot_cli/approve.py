@@ -11,6 +11,12 @@ with it, between ``opsbot show`` and ``opsbot approve``. So approve binds:
 
 and in every case only if opsbot-executor.service's own ``plan.accepted`` journal entry
 for the id names the same sha256 (opsbot_cli/journal_witness.py, executor_svc/gate.py).
+
+Then it says what will apply the plan, as systemd has it now: opsbot-apply.path (active:
+an apply starts at once), else opsbot-apply.timer (its next run), else nothing. With
+``--wait`` it follows the plan to its end (applied, then VERIFIED or UNRESOLVED) and exits
+with that end's status: 0 VERIFIED, 6 FAILED or UNRESOLVED, 5 STALE, EXPIRED, REJECTED or
+an approval the apply refused, 3 still waiting when ``--timeout`` runs out.
 """
 
 from __future__ import annotations
@@ -23,11 +29,14 @@ from typing import TextIO
 
 from executor_svc.gate import Reviewed, approve, is_sha256_prefix, review
 from executor_svc.policy import step_argv
+from executor_svc.records import StatusRecord
 from executor_svc.store import PlanStore, utcnow
 from opsbot_cli import journal_witness
 from opsbot_cli.errors import ConsoleError, UsageError
+from opsbot_cli.follow import follow, say_change
 from opsbot_cli.output import (
     command,
+    fit,
     json_out,
     operator_name,
     out,
@@ -37,12 +46,16 @@ from opsbot_cli.output import (
     when,
 )
 from shared_io.config import load_config
+from shared_io.exit_codes import OK, REFUSED, WAITING, for_state
 from shared_io.paths import DEFAULTS, Paths
 from shared_io.run import run as run_program
 from shared_schema.timespan import parse_timespan
 
 APPLY_UNIT = "opsbot-apply.service"
 APPLY_PATH = "opsbot-apply.path"
+APPLY_TIMER = "opsbot-apply.timer"
+#: ``--wait`` gives up after this long unless ``--timeout`` says otherwise.
+WAIT_DEFAULT = "15min"
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -63,7 +76,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "2h, '1h 30min'; at least 1 s, at most the config's approval_ttl_seconds "
         "(its default)",
     )
-    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="follow the plan until it is applied and verified; exit with its status "
+        "(0 VERIFIED, 6 FAILED/UNRESOLVED, 5 STALE/EXPIRED/REJECTED, 3 timed out)",
+    )
+    p.add_argument(
+        "--timeout",
+        metavar="DURATION",
+        default=WAIT_DEFAULT,
+        help=f"how long --wait waits (a systemd duration; default {WAIT_DEFAULT})",
+    )
+    p.add_argument("--json", action="store_true", help="the approval (and with --wait, the end)")
     p.set_defaults(func=run)
 
 
@@ -106,6 +131,7 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
     config = load_config(paths.config)
     ceiling = config.executor.approval_ttl_seconds
     ttl = ceiling if args.ttl is None else ttl_arg(args.ttl, ceiling, paths.config)
+    timeout = wait_timeout(args.timeout) if args.wait else 0.0
     store = PlanStore(paths.state_dir)
     accepted = journal_witness.accepted(plan_id)
     if prefix is None:
@@ -124,33 +150,108 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         now=utcnow(),
         ttl_seconds=ttl,
     )
-    start_apply(paths)
-    if args.json:
-        json_out(done.approval.model_dump(mode="json"))
-        return 0
-    out(
-        f"approved plan {plan_id} (sha256 {done.record.sha256[:16]}...) until "
-        f"{when(done.approval.expires_at)}:"
+    next_apply, applies = start_apply(paths)
+    said = {
+        "approval": done.approval.model_dump(mode="json"),
+        "next_apply": next_apply,
+        "applies": applies,
+    }
+    if args.json and not args.wait:
+        json_out(said)
+        return OK
+    if not args.json:
+        out(
+            f"approved plan {plan_id} (sha256 {done.record.sha256[:16]}...) until "
+            f"{when(done.approval.expires_at)}:"
+        )
+        for argv in step_argv(done.plan):
+            for line in fit(printable(shlex.join(argv)), "  ", lines=1):
+                out(line)
+        for line in fit(next_apply, "", lines=3):
+            out(line)
+    if not args.wait:
+        if not args.json:
+            out(f"`opsbot show {plan_id}` and `opsbot audit {plan_id}` follow it")
+        return OK
+    if not applies and not args.json:
+        out(f"waiting up to {args.timeout} for someone to run `opsbot apply`")
+    followed = follow(
+        store, plan_id, timeout=timeout, on_change=_quiet if args.json else say_change
     )
-    for argv in step_argv(done.plan):
-        out(f"  {shlex.join(argv)}")
-    out("opsbot-apply.path starts the apply now; `opsbot audit " + plan_id + "` follows it")
-    return 0
+    status = followed.status
+    code = for_state(status.state) if followed.ended else WAITING
+    if code is None:  # ended by a refusal: the plan still APPROVED, not run
+        code = REFUSED
+    if args.json:
+        json_out(
+            {
+                **said,
+                "state": str(status.state),
+                "reason": status.reason,
+                "refusal": status.refusal,
+                "ended": followed.ended,
+                "exit_status": code,
+            }
+        )
+    elif not followed.ended:
+        out(f"plan {plan_id} is still {status.state} after {args.timeout}")
+    return code
 
 
-def start_apply(paths: Paths) -> None:
-    """Ask systemd for an apply now, queued after one that is running or stopping.
+def _quiet(_status: StatusRecord) -> None:
+    pass
+
+
+def wait_timeout(value: str) -> float:
+    seconds = parse_timespan(value)
+    if seconds is None or seconds <= 0:
+        raise UsageError(
+            f"--timeout takes a systemd duration (30s, 5min, 1h), not {printable(value[:80])!r}"
+        )
+    return seconds
+
+
+def start_apply(paths: Paths) -> tuple[str, bool]:
+    """Ask systemd for an apply now where opsbot-apply.path is active; say what will apply
+    the plan, from what systemd says now, and whether anything will.
 
     opsbot-apply.path starts one when the approval appears, but a path unit does not watch
     while the service it started runs (and root moves used approvals away as it stops):
     an approval written then would wait for the timer. So, where the path unit is active
     (applies on approval are wanted) and for the approvals directory the unit reads, ask
-    systemd directly; a failure here only leaves it to the path unit and the timer.
+    systemd directly (queued after a run that is going on).
     """
     if paths.approvals_dir != Path(DEFAULTS["OPSBOT_APPROVALS_DIR"]):
-        return
-    if run_program(["systemctl", "is-active", "--quiet", APPLY_PATH], timeout=10).ok:
-        run_program(["systemctl", "start", "--no-block", APPLY_UNIT], timeout=10)
+        return (
+            f"nothing applies it on its own: opsbot-apply's units read "
+            f"{DEFAULTS['OPSBOT_APPROVALS_DIR']}, not {paths.approvals_dir}",
+            False,
+        )
+    if _active(APPLY_PATH):
+        started = run_program(["systemctl", "start", "--no-block", APPLY_UNIT], timeout=10)
+        if started.ok:
+            return f"{APPLY_UNIT} starts now ({APPLY_PATH} is active)", True
+    timer = _show(APPLY_TIMER, "ActiveState", "NextElapseUSecRealtime")
+    if timer.get("ActiveState") == "active":
+        at = timer.get("NextElapseUSecRealtime") or "its next run"
+        return f"{APPLY_TIMER} applies it at {printable(at)} ({APPLY_PATH} is not active)", True
+    return (
+        f"nothing applies it on its own: {APPLY_PATH} and {APPLY_TIMER} are inactive; run "
+        f"`opsbot apply` (root), or `systemctl enable --now {APPLY_PATH} {APPLY_TIMER}`",
+        False,
+    )
+
+
+def _active(unit: str) -> bool:
+    return run_program(["systemctl", "is-active", "--quiet", unit], timeout=10).ok
+
+
+def _show(unit: str, *properties: str) -> dict[str, str]:
+    argv = ["systemctl", "show", *(f"--property={p}" for p in properties), "--", unit]
+    result = run_program(argv, timeout=10)
+    if not result.ok:
+        return {}
+    return dict(line.partition("=")[::2] for line in result.output.splitlines() if "=" in line)
 
 
 def confirmed(reviewed: Reviewed, ttl: int, stream: TextIO) -> bool:

@@ -18,7 +18,7 @@ import structlog
 from executor_svc.approvals import archive_used, used_dir
 from executor_svc.store import PlanStore
 from opsbot_cli import journal_witness
-from opsbot_cli.output import command, out, require_root
+from opsbot_cli.output import command, json_out, out, require_root
 from shared_io.paths import Paths
 
 log = structlog.get_logger("opsbot.archive")
@@ -30,6 +30,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "archive-approvals",
         "(root) move used approvals where no apply reads them (opsbot-archive.service)",
     )
+    p.add_argument("--json", action="store_true", help="the ids whose approvals moved")
     p.set_defaults(func=run)
 
 
@@ -51,5 +52,8 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
     moved = archive_used(paths.approvals_dir, is_used)
     for plan_id in moved:
         log.info("approval.archived", plan_id=plan_id, to=str(used_dir(paths.approvals_dir)))
-        out(f"{plan_id}  approval used: moved to {used_dir(paths.approvals_dir)}")
+        if not args.json:
+            out(f"{plan_id}  approval used: moved to {used_dir(paths.approvals_dir)}")
+    if args.json:
+        json_out({"moved": moved, "to": str(used_dir(paths.approvals_dir))})
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from opsbot_cli.errors import ConsoleError
-from opsbot_cli.output import command, json_out, out, plan_id_arg, printable
+from opsbot_cli.output import command, fit, json_out, out, plan_id_arg, printable, when
 from opsbot_cli.story import read_story
 from shared_io.paths import Paths
 
@@ -13,7 +13,8 @@ from shared_io.paths import Paths
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = command(sub, "audit", "tell a plan's story from the journal (trusted entries only)")
     p.add_argument("plan_id", metavar="ID")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="the trusted entries, whole")
+    p.add_argument("-v", "--verbose", action="store_true", help="every field whole (sha256s, argv)")
     p.set_defaults(func=run)
 
 
@@ -36,11 +37,19 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         )
     for e in entries:
         # A root-run service may log PLAN_ID= too; what it wrote is shown, never obeyed.
-        details = " ".join(f"{k.lower()}={printable(v)}" for k, v in e.fields.items())
-        out(
-            f"{e.time.astimezone():%Y-%m-%d %H:%M:%S}  {printable(e.event):<18} {details}  "
-            f"[{printable(e.source)}]"
+        out(f"{when(e.time)}  {printable(e.event):<18} [{printable(e.source)}]")
+        details = " ".join(
+            f"{k.lower()}={_short(k, printable(v), args.verbose)}" for k, v in e.fields.items()
         )
+        for line in fit(details, "    ", lines=3, verbose=args.verbose):
+            out(line)
     if ignored:
         out(f"({ignored} entries naming this plan were ignored: not written by opsbot)")
     return 0
+
+
+def _short(key: str, value: str, verbose: bool) -> str:
+    """A sha256 as its first 16 digits unless ``verbose`` (``--json`` has them whole)."""
+    if not verbose and key.endswith("SHA256") and len(value) == 64:
+        return value[:16] + "..."
+    return value

@@ -7,31 +7,24 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
+from opsbot_cli import plain
 from opsbot_cli.errors import ConsoleError
 from shared_io import framing
 from shared_io.errors import PeerProtocolError, SocketUnavailable
-from shared_schema import (
-    MAX_MESSAGE_BYTES,
-    MAX_REPLY_BYTES,
-    ReplyModel,
-    WireError,
-    decode_json_object,
-    encode_message,
-    parse_reply,
-)
-from shared_schema._model import Model
-from shared_schema.diagnose_socket import (
-    STREAM_ITEM,
-    DiagnoseRequest,
-    ErrorMessage,
-    FinishedEvent,
-    StartedEvent,
-    StepEvent,
-    VerdictMessage,
-)
+
+if TYPE_CHECKING:  # the models, imported where a model is sent (plans and show send none)
+    from shared_schema import ReplyModel
+    from shared_schema._model import Model
+    from shared_schema.diagnose_socket import (
+        DiagnoseRequest,
+        ErrorMessage,
+        FinishedEvent,
+        StartedEvent,
+        StepEvent,
+        VerdictMessage,
+    )
 
 EXECUTOR_TIMEOUT = 30.0
 #: A diagnosis reports each step as it happens; this long without one, it is lost.
@@ -88,8 +81,28 @@ def _unreachable(exc: SocketUnavailable, daemon: str, unit: str) -> ConsoleError
     return ConsoleError(f"cannot talk to the {daemon} at {exc.path}: {exc.what}", hint=hint)
 
 
+def request_plain(path: Path, line: bytes, timeout: float = EXECUTOR_TIMEOUT) -> dict[str, Any]:
+    """One request line to the executor (opsbot_cli.plain builds it), its one reply as a
+    JSON object that speaks the protocol; its shape is the caller's to check."""
+    try:
+        reply = framing.exchange(path, line, limit=plain.MAX_REPLY_BYTES, timeout=timeout)
+    except SocketUnavailable as exc:
+        raise _unreachable(exc, "executor", "opsbot-executor.socket") from exc
+    try:
+        return plain.decode_reply(reply)
+    except plain.MalformedReply as exc:
+        raise malformed(exc.what) from exc
+
+
+def malformed(what: str) -> ConsoleError:
+    """A reply that is not what the executor's models allow, said in one line."""
+    return ConsoleError(f"the executor sent a malformed reply: {what}")
+
+
 def request(path: Path, message: Model, timeout: float = EXECUTOR_TIMEOUT) -> ReplyModel:
-    """One request to the executor, its one reply."""
+    """One request to the executor, its one reply, both validated by the models."""
+    from shared_schema import MAX_REPLY_BYTES, WireError, encode_message, parse_reply
+
     try:
         line = framing.exchange(
             path, encode_message(message), limit=MAX_REPLY_BYTES, timeout=timeout
@@ -99,13 +112,18 @@ def request(path: Path, message: Model, timeout: float = EXECUTOR_TIMEOUT) -> Re
     try:
         return parse_reply(line)
     except WireError as exc:
-        raise ConsoleError(f"the executor sent a malformed reply: {exc.message}") from exc
+        raise malformed(exc.message) from exc
 
 
 def diagnose_stream(
     path: Path, message: DiagnoseRequest, timeout: float = DIAGNOSE_TIMEOUT
 ) -> Iterator[StartedEvent | StepEvent | FinishedEvent | VerdictMessage | ErrorMessage]:
     """Ask the diagnosis service; yield each event as it arrives, then the verdict."""
+    from pydantic import ValidationError
+
+    from shared_schema import MAX_MESSAGE_BYTES, WireError, decode_json_object, encode_message
+    from shared_schema.diagnose_socket import STREAM_ITEM
+
     lines = framing.stream(path, encode_message(message), limit=MAX_MESSAGE_BYTES, timeout=timeout)
     try:
         for line in lines:

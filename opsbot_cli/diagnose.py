@@ -1,5 +1,12 @@
 """``opsbot diagnose UNIT``: ask the diagnosis service why a unit is down, each step shown
-as it happens, then the plan it proposed or its note."""
+as it happens, then the plan it proposed or its note.
+
+Exit status (shared_io/exit_codes.py): 3 a plan was proposed and waits for approval; 0
+no change is warranted (the unit is healthy); 4 a note naming what a human must do (or
+why the run stopped before a cause was found); 5 refused (out of the diagnosis scope, or
+the executor refused the plan); 1 the diagnosis could not be made (a daemon away, the
+model endpoint down); 78 an invalid configuration.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +17,8 @@ from typing import Any
 from executor_svc.policy import step_argv
 from opsbot_cli.clients import diagnose_stream
 from opsbot_cli.errors import ConsoleError
-from opsbot_cli.output import command, json_out, out, printable, unit_arg
+from opsbot_cli.output import command, fit, json_out, one_line, out, printable, unit_arg
+from shared_io.exit_codes import ERROR, HUMAN, OK, REFUSED, WAITING
 from shared_io.paths import Paths
 from shared_schema.diagnose_socket import (
     DiagnoseRequest,
@@ -30,10 +38,26 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("unit", metavar="UNIT", help="e.g. nginx.service (.service may be left out)")
     p.add_argument("--symptom", default="", help="what you saw, e.g. 'nginx returns 502'")
     p.add_argument("--json", action="store_true", help="events and verdict as one JSON object")
+    p.add_argument(
+        "-v", "--verbose", action="store_true", help="each step's finding whole, not cut to fit"
+    )
     p.set_defaults(func=run)
 
 
-def print_event(item: StartedEvent | StepEvent | FinishedEvent) -> None:
+def verdict_status(verdict: PlanVerdict | NoteVerdict) -> int:
+    """The exit status a verdict means (see the module docstring)."""
+    if isinstance(verdict, PlanVerdict):
+        return WAITING
+    if verdict.ended_by in ("executor_error", "policy_error"):
+        return ERROR
+    if verdict.ended_by == "plan_rejected":
+        return REFUSED
+    if verdict.cause is not None and verdict.cause.kind == "healthy":
+        return OK
+    return HUMAN
+
+
+def print_event(item: StartedEvent | StepEvent | FinishedEvent, verbose: bool = False) -> None:
     if isinstance(item, StartedEvent):
         out(
             f"diagnosing {item.unit} (run {item.run_id}, policy {item.policy}, "
@@ -46,8 +70,11 @@ def print_event(item: StartedEvent | StepEvent | FinishedEvent) -> None:
         tokens = f", {item.tokens} tokens" if item.tokens else ""
         redacted = f", {item.redactions} redacted" if item.redactions else ""
         out(f"  step {item.step} [{item.decided_by}] {what}{tokens}{redacted}")
-        found = printable((item.summary or item.result_excerpt).replace("\n", " "))
-        out(f"      {found[:200]}")
+        if item.action == "final_note" or item.tool == "final_note":
+            return  # the note itself follows the steps, whole
+        found = one_line(item.summary or item.result_excerpt)
+        for line in fit(found, "      ", verbose=verbose):
+            out(line)
 
 
 def run(args: argparse.Namespace, paths: Paths) -> int:
@@ -57,18 +84,21 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
     request = DiagnoseRequest(unit=unit, symptom=args.symptom)
     for item in diagnose_stream(paths.diagnose_socket, request):
         if isinstance(item, ErrorMessage):
-            raise ConsoleError(f"diagnosis failed: {item.message}", hint=item.hint)
+            raise ConsoleError(
+                f"diagnosis failed: {item.message}", hint=item.hint, exit_status=item.exit_status
+            )
         if isinstance(item, VerdictMessage):
             verdict = item.verdict
             break
         events.append(item.model_dump(mode="json"))
         if not args.json:
-            print_event(item)
+            print_event(item, args.verbose)
     if verdict is None:
         raise ConsoleError("the diagnosis service closed the connection without a verdict")
+    status = verdict_status(verdict)
     if args.json:
         json_out({"events": events, "verdict": verdict.model_dump(mode="json")})
-        return 0
+        return status
     if isinstance(verdict, PlanVerdict):
         out(f"plan {verdict.plan_id} proposed: {printable(verdict.plan.goal)}")
         for index, (step, argv) in enumerate(
@@ -76,10 +106,14 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         ):
             out(f"  {index}. {shlex.join(argv)}")
             if step.reason:
-                out(f"     why: {printable(step.reason)}")
-        out(f"approve it with: sudo opsbot approve {verdict.plan_id}")
+                for line in fit(f"why: {printable(step.reason)}", "     ", verbose=True):
+                    out(line)
+        out(f"review it:          opsbot show {verdict.plan_id}")
+        out(f"approve it (root):  opsbot approve {verdict.plan_id}")
     else:
-        out(f"no plan ({verdict.ended_by}):")
-        for line in verdict.text.splitlines():
-            out(f"  {printable(line)}")
-    return 0
+        cause = f", cause {verdict.cause.kind}" if verdict.cause is not None else ""
+        out(f"no plan ({verdict.ended_by}{cause}):")
+        for paragraph in verdict.text.splitlines():
+            for line in fit(printable(paragraph), "  ", verbose=True):
+                out(line)
+    return status

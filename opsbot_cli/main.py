@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 from opsbot_cli.errors import from_os_error, internal_error
 from shared_io.errors import ConfigError, OpsbotError
+from shared_io.exit_codes import help_text
 from shared_io.paths import Paths
 
 
@@ -94,6 +95,34 @@ COMMANDS = (
 )
 
 
+EPILOG = """\
+a session (as an operator in group opsbot-operators; approve as root):
+  opsbot diagnose app.service     why it is down; proposes a plan (exit 3) or a note
+  opsbot plans                    what waits
+  opsbot show ID                  its steps as argv, each precondition against live state
+  opsbot approve ID --wait        (root) approve, follow the apply and its verification
+  opsbot audit ID                 the story (needs group systemd-journal, or root)
+
+""" + help_text()
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed distribution's version (read only when asked)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help=str(kwargs.get("help", "")))
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            said = version("opsbot")
+        except PackageNotFoundError:
+            said = "unknown (not installed)"
+        print(f"opsbot {said}")
+        parser.exit()
+
+
 def _module_to_run(argv: Sequence[str]) -> str | None:
     """The module of the command ``argv`` names (its first word that is a command)."""
     modules = {c.name: c.module for c in COMMANDS}
@@ -106,12 +135,13 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     command only its line in --help (the same --help, without importing its module)."""
     parser = argparse.ArgumentParser(
         prog="opsbot",
-        description="Review, approve and apply the fixes opsbot proposes for failed "
-        "systemd services. Nothing changes on the host until root approves a plan's exact "
-        "sha256 with `opsbot approve`.",
-        epilog="Typical session: opsbot plans; opsbot show ID; sudo opsbot approve ID; "
-        "opsbot audit ID",
+        description="Review, approve and apply the fixes opsbot proposes for failed systemd\n"
+        "services. Nothing changes on the host until root approves a plan's exact sha256\n"
+        "with `opsbot approve`.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action=_Version, help="print opsbot's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     wanted = None if argv is None else _module_to_run(argv)
     added: set[str] = set()
@@ -137,12 +167,29 @@ def main(argv: list[str] | None = None) -> int:
         status: int = _run(args, argv)
         return status
     except OpsbotError as exc:
-        print(f"opsbot: error: {exc.message}", file=sys.stderr)
+        # The error is one line, whole, for scripts to read; its hint wraps to fit.
+        print(f"opsbot: error: {' '.join(exc.message.split())}", file=sys.stderr)
         if exc.hint:
-            print(f"opsbot: hint: {exc.hint}", file=sys.stderr)
+            _say("opsbot: hint: ", exc.hint)
         return exc.exit_status
     except KeyboardInterrupt:
         return 130
+
+
+def _say(head: str, text: str) -> None:
+    """A hint on stderr: its first line starts with ``head``, the rest of a long text
+    follows on lines indented under it, none wider than 100 columns."""
+    import textwrap
+
+    lines = textwrap.wrap(
+        " ".join(text.split()),
+        100,
+        initial_indent=head,
+        subsequent_indent=" " * 8,
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
+    print("\n".join(lines) or head.rstrip(), file=sys.stderr)
 
 
 def _run(args: argparse.Namespace, argv: list[str]) -> int:

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pwd
-from datetime import datetime
 from typing import Any
 
 from opsbot_cli.errors import UsageError
-from shared_schema import is_valid_plan_id, is_valid_unit_name
-from shared_schema.text import printable
+from opsbot_cli.plain import is_plan_id
+from opsbot_cli.screen import WIDTH, json_text, printable, when
+from opsbot_cli.screen import cut as screen_cut
 
 __all__ = [
+    "WIDTH",
     "command",
+    "cut",
+    "fit",
     "json_out",
+    "one_line",
     "operator_name",
     "out",
     "plan_id_arg",
@@ -38,11 +41,35 @@ def out(text: str = "") -> None:
 
 
 def json_out(value: Any) -> None:
-    print(json.dumps(value, indent=2, sort_keys=True, default=str))
+    print(json_text(value))
 
 
-def when(value: datetime) -> str:
-    return value.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+def one_line(value: str) -> str:
+    """Untrusted text for one line: line breaks and runs of blanks as one space, then
+    what is left unprintable escaped (no literal ``\x0a`` for a line break)."""
+    return printable(" ".join(value.split()))
+
+
+def cut(line: str, verbose: bool = False) -> str:
+    """One line of at most WIDTH columns, its end an ellipsis where it was cut."""
+    return line if verbose else screen_cut(line, WIDTH)
+
+
+def fit(text: str, indent: str = "", *, lines: int = 2, verbose: bool = False) -> list[str]:
+    """``text`` (already printable) as lines of at most WIDTH columns that start with
+    ``indent``, broken between words; at most ``lines`` of them, the last ending in "..."
+    where text was left out, unless ``verbose``."""
+    import textwrap
+
+    width = max(WIDTH - len(indent), 20)
+    wrapped = textwrap.wrap(
+        " ".join(text.split()),
+        width,
+        break_on_hyphens=False,
+        max_lines=None if verbose else lines,
+        placeholder=" …",
+    )
+    return [indent + line for line in wrapped] or [indent.rstrip()]
 
 
 def require_root(what: str) -> None:
@@ -57,7 +84,7 @@ def operator_name() -> str:
 
 
 def plan_id_arg(value: str) -> str:
-    if not is_valid_plan_id(value):
+    if not is_plan_id(value):
         raise UsageError(
             f"{printable(value[:80])!r} is not a plan id",
             hint="ids look like 20261129-213500-1a2b3c4d; `opsbot plans` lists them",
@@ -66,6 +93,8 @@ def plan_id_arg(value: str) -> str:
 
 
 def unit_arg(value: str) -> str:
+    from shared_schema import is_valid_unit_name  # the verbs taking a unit load it anyway
+
     if "." not in value:
         value += ".service"
     if not is_valid_unit_name(value):

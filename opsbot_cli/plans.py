@@ -1,38 +1,153 @@
-"""``opsbot plans``: the stored plans and their states."""
+"""``opsbot plans``: the stored plans and their states, listed as ``systemctl
+list-units`` lists units: a header, a line a plan of at most 100 columns (``--full``:
+whole), a footer; ``--state`` and ``--since`` to filter, ``--no-legend``, a pager on a
+terminal. Plain JSON (opsbot_cli.plain): no model is built."""
 
 from __future__ import annotations
 
 import argparse
+import time
+from datetime import UTC, datetime
+from typing import Any
 
-from opsbot_cli.clients import request
-from opsbot_cli.errors import ConsoleError
-from opsbot_cli.output import command, json_out, out, printable, when
+from opsbot_cli import plain, screen
+from opsbot_cli.clients import malformed, request_plain
+from opsbot_cli.errors import ConsoleError, UsageError
+from opsbot_cli.screen import cut, printable, when
 from shared_io.paths import Paths
-from shared_schema import ListPlans, PlanList, Reject
+
+SUMMARY = "list plans with their states"
+EPILOG = """\
+examples:
+  opsbot plans --state proposed,approved     what waits for a decision or an apply
+  opsbot plans --since 2h --state failed     what failed in the last two hours
+  opsbot plans --since 2026-12-01 --json     everything since that day, for a script
+"""
+#: Columns of UNITS and GOAL when lines are cut to 100 columns (GOAL takes the rest).
+UNITS_WIDTH = 20
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = command(sub, "plans", "list plans with their states")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p = sub.add_parser(
+        "plans",
+        help=SUMMARY,
+        description=SUMMARY,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output (never cut)")
+    p.add_argument(
+        "--state",
+        action="append",
+        default=[],
+        metavar="STATE",
+        help="only plans in STATE (any case; repeat it or separate with commas): "
+        + ", ".join(s.value for s in plain.PlanState),
+    )
+    p.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="only plans submitted since WHEN: a systemd time span ago (2h, 1d, 30min) "
+        "or a date and time (2026-12-01, '2026-12-01 15:20', ... UTC)",
+    )
+    p.add_argument("--no-legend", action="store_true", help="print no header and no footer")
+    p.add_argument(
+        "-l", "--full", action="store_true", help="do not cut goals and units at 100 columns"
+    )
+    p.add_argument(
+        "--no-pager",
+        action="store_true",
+        help="print, never through $SYSTEMD_PAGER/$PAGER/less (a terminal pages as systemctl does)",
+    )
     p.set_defaults(func=run)
 
 
+def states_arg(values: list[str]) -> set[str]:
+    """``--state`` values, each a plan state in any case; a bad one is a usage error."""
+    known = {s.value for s in plain.PlanState}
+    wanted = set()
+    for value in values:
+        for word in value.split(","):
+            state = word.strip().upper()
+            if state not in known:
+                raise UsageError(
+                    f"--state {printable(word.strip()[:20])!r}: not a plan state "
+                    "(`opsbot plans --help` lists them)"
+                )
+            wanted.add(state)
+    return wanted
+
+
+def since_arg(value: str, now: float) -> datetime:
+    """``--since WHEN``: a time span ago as systemd writes it (``2h``, ``1d 12h``, also
+    ``-2h`` and ``2h ago``), or an ISO date or date and time; local time unless it says
+    its zone (``Z``, ``+01:00``, `` UTC``, as ``opsbot plans`` prints times)."""
+    text = value.strip()
+    span = text.removeprefix("-").removesuffix("ago").strip()
+    seconds = plain.parse_timespan(span) if text else None
+    if seconds is not None:
+        return datetime.fromtimestamp(now - seconds, UTC)
+    zone = UTC if text.endswith(" UTC") else None
+    try:
+        at = datetime.fromisoformat(text.removesuffix(" UTC"))
+    except ValueError:
+        raise UsageError(
+            f"--since {printable(value[:20])!r}: not a time span (2h, 1d) or a date "
+            "(2026-12-01 15:20)"
+        ) from None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=zone) if zone else at.astimezone()
+    return at
+
+
 def run(args: argparse.Namespace, paths: Paths) -> int:
-    reply = request(paths.executor_socket, ListPlans())
-    if isinstance(reply, Reject):
-        raise ConsoleError(reply.reason)
-    assert isinstance(reply, PlanList)
+    states = states_arg(args.state)
+    since = since_arg(args.since, time.time()) if args.since is not None else None
+    reply = request_plain(paths.executor_socket, plain.list_request())
+    try:
+        listing = plain.plan_list(reply)
+    except plain.MalformedReply as exc:
+        raise malformed(exc.what) from exc
+    if isinstance(listing, str):
+        raise ConsoleError(printable(listing))
+    shown = [
+        p
+        for p in listing["plans"]
+        if (not states or p["state"] in states)
+        and (since is None or datetime.fromisoformat(p["submitted_at"]) >= since)
+    ]
     if args.json:
-        json_out([p.model_dump(mode="json") for p in reply.plans])
+        print(screen.json_text(shown))
         return 0
-    if not reply.plans:
-        out("no plans")
-        return 0
-    out(f"{'PLAN':<25} {'STATE':<12} {'SUBMITTED':<19} {'UNITS':<30} GOAL")
-    for p in reply.plans:
-        units = printable(",".join(p.units))[:30]
-        out(
-            f"{p.plan_id:<25} {p.state:<12} {when(p.submitted_at):<19} {units:<30} "
-            f"{printable(p.goal)[:60]}"
-        )
+    screen.show(table(shown, legend=not args.no_legend, full=args.full), no_pager=args.no_pager)
     return 0
+
+
+def table(plans: list[dict[str, Any]], legend: bool = True, full: bool = False) -> list[str]:
+    """The listing: PLAN, STATE, SUBMITTED, UNITS, GOAL; each line at most 100 columns
+    (units and goal cut with an ellipsis) unless ``full``."""
+    rows = [
+        (
+            p["plan_id"],
+            p["state"],
+            when(p["submitted_at"]),
+            printable(",".join(p["units"])),
+            printable(p["goal"]),
+        )
+        for p in plans
+    ]
+    header = ("PLAN", "STATE", "SUBMITTED", "UNITS", "GOAL")
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header[:4])]
+    if not full:
+        widths[3] = min(widths[3], UNITS_WIDTH)
+    goal_width = screen.WIDTH - sum(widths) - len(widths)
+    lines = []
+    for row in [header, *rows] if legend else rows:
+        units = row[3] if full else cut(row[3], widths[3])
+        goal = row[4] if full else cut(row[4], max(goal_width, 1))
+        cells = [*row[:3], units]
+        lines.append(" ".join(f"{c:<{w}}" for c, w in zip(cells, widths, strict=True)) + f" {goal}")
+    if legend:
+        lines.append("")
+        lines.append(f"{len(plans)} plan{'' if len(plans) == 1 else 's'} listed.")
+    return [line.rstrip() for line in lines]

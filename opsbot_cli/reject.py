@@ -11,7 +11,7 @@ import argparse
 
 from executor_svc.gate import reject
 from executor_svc.store import PlanStore, utcnow
-from opsbot_cli.output import command, operator_name, out, plan_id_arg, require_root
+from opsbot_cli.output import command, json_out, operator_name, out, plan_id_arg, require_root
 from shared_io.paths import Paths
 
 
@@ -19,13 +19,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = command(sub, "reject", "(root) refuse a plan and remove its approval; it will never run")
     p.add_argument("plan_id", metavar="ID")
     p.add_argument("--reason", help="why, for the audit trail")
+    p.add_argument("--json", action="store_true", help="the plan's status after it")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, paths: Paths) -> int:
     require_root("reject")
     plan_id = plan_id_arg(args.plan_id)
-    reject(
+    status = reject(
         PlanStore(paths.state_dir),
         paths.approvals_dir,
         plan_id,
@@ -33,5 +34,8 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         now=utcnow(),
         reason=args.reason or None,
     )
-    out(f"rejected plan {plan_id}")
+    if args.json:
+        json_out({"plan_id": plan_id, "state": str(status.state), "reason": status.reason})
+    else:
+        out(f"rejected plan {plan_id}: it will never run")
     return 0

@@ -1,92 +1,211 @@
-"""``opsbot show ID``: one plan, its steps as the argv each will run, whether the
-service came back (VERIFIED / UNRESOLVED, with what opsbot-verify saw), its history."""
+"""``opsbot show ID``: one plan, its steps as a plan diff (``app.service: failed ->
+restart``) with the argv each runs and each precondition in words beside the unit's live
+state, whether the service came back (VERIFIED / UNRESOLVED, with what opsbot-verify
+saw), its history.
+
+Plain JSON (opsbot_cli.plain): no model is built. The live state is read only for a plan
+that may still run (PROPOSED, APPROVED, APPLYING), by opsbot_cli.live, imported then."""
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import shlex
+import textwrap
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from opsbot_cli.clients import request
+from opsbot_cli import plain, screen
+from opsbot_cli.clients import malformed, request_plain
 from opsbot_cli.errors import ConsoleError
-from opsbot_cli.output import command, json_out, out, plan_id_arg, printable, when
+from opsbot_cli.output import plan_id_arg
+from opsbot_cli.screen import printable, when
 from shared_io.paths import Paths
-from shared_schema import PlanDetail, Reject, ShowPlan, sha256_hex
+
+if TYPE_CHECKING:
+    from executor_svc.unit_state import UnitState
+    from shared_schema import PlanDetail
+
+SUMMARY = "show one plan: goal, steps as argv, history"
+#: The first column's width: ``submitted `` and every label after it.
+LABEL = 10
+#: Reads one unit's live state, or says why it could not (opsbot_cli.live.read).
+ReadState = Callable[[str], "UnitState | str"]
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = command(sub, "show", "show one plan: goal, steps as argv, history")
-    p.add_argument("plan_id", metavar="ID")
+    p = sub.add_parser("show", help=SUMMARY, description=SUMMARY)
+    p.add_argument("plan_id", metavar="ID", help="a plan id, as `opsbot plans` lists them")
     p.add_argument("--argv", action="store_true", help="print only each step's argv, one a line")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="the executor's answer, whole, as JSON")
+    p.add_argument("-l", "--full", action="store_true", help="do not cut long lines at 100 columns")
+    p.add_argument(
+        "--no-pager",
+        action="store_true",
+        help="print, never through $SYSTEMD_PAGER/$PAGER/less (a terminal pages as systemctl does)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, paths: Paths) -> int:
-    reply = request(paths.executor_socket, ShowPlan(plan_id=plan_id_arg(args.plan_id)))
-    if isinstance(reply, Reject):
-        raise ConsoleError(reply.reason)
-    assert isinstance(reply, PlanDetail)
-    check_detail(reply)
+    reply = request_plain(paths.executor_socket, plain.show_request(plan_id_arg(args.plan_id)))
+    try:
+        detail = plain.plan_detail(reply)
+    except plain.MalformedReply as exc:
+        raise malformed(exc.what) from exc
+    if isinstance(detail, str):
+        raise ConsoleError(printable(detail))
+    check_detail(detail)
     if args.json:
-        json_out(reply.model_dump(mode="json"))
+        print(screen.json_text(detail))
     elif args.argv:
-        for argv in reply.argv:
-            out(shlex.join(argv))
+        for argv in detail["argv"]:
+            print(shlex.join(argv))
     else:
-        render(reply)
+        screen.show(render(detail, _live_reader(detail), args.full), no_pager=args.no_pager)
     return 0
 
 
-def check_detail(detail: PlanDetail) -> None:
+def _live_reader(detail: Mapping[str, Any]) -> ReadState | None:
+    """How to read live state, for a plan whose steps may still run; None once final."""
+    if plain.PlanState(detail["summary"]["state"]).is_final:
+        return None
+    from opsbot_cli import live  # systemctl, and the logging the runner needs
+
+    return live.read
+
+
+def check_detail(detail: Mapping[str, Any] | PlanDetail) -> None:
     """The executor's answer must add up before an operator reads a sha256 off it to
     approve: the plan shown hashes to the sha256 shown, and the argv shown is the argv
-    that plan runs (a subverted executor could pair one plan with another's sha256)."""
-    actual = sha256_hex(detail.plan.canonical())
-    if actual != detail.summary.sha256:
+    that plan runs (a subverted executor could pair one plan with another's sha256).
+    ``detail`` is a PLAN reply shaped by opsbot_cli.plain (or the model, dumped here)."""
+    if not isinstance(detail, Mapping):
+        detail = detail.model_dump(mode="json")
+    summary = detail["summary"]
+    actual = hashlib.sha256(plain.canonical_plan(detail["plan"])).hexdigest()
+    if actual != summary["sha256"]:
         raise ConsoleError(
-            f"the executor's answer does not add up: plan {detail.summary.plan_id} as sent "
-            f"hashes to {actual[:16]}..., not the {detail.summary.sha256[:16]}... it reports",
+            f"the executor's answer does not add up: plan {summary['plan_id']} as sent "
+            f"hashes to {actual[:16]}..., not the {summary['sha256'][:16]}... it reports",
             hint="do not approve it; look at /var/lib/opsbot/plans as root and the journal",
         )
-    from executor_svc.policy import step_argv  # the executor's own table, when needed
-
-    if step_argv(detail.plan) != detail.argv:
+    if plain.step_argv(detail["plan"]) != detail["argv"]:
         raise ConsoleError(
             f"the executor's answer does not add up: the argv it reports for plan "
-            f"{detail.summary.plan_id} is not what its steps run",
+            f"{summary['plan_id']} is not what its steps run",
             hint="do not approve it; look at /var/lib/opsbot/plans as root and the journal",
         )
 
 
-def render(detail: PlanDetail) -> None:
-    s = detail.summary
-    out(f"plan      {s.plan_id}")
-    out(f"state     {s.state}" + (f" ({printable(s.reason)})" if s.reason else ""))
-    out(f"sha256    {s.sha256}")
-    out(f"goal      {printable(s.goal)}")
-    out(f"submitted {when(s.submitted_at)} by {printable(s.submitted_by)}")
-    out(f"on error  {'stop' if detail.plan.stop_on_error else 'continue'}")
-    out("steps:")
-    records = {r.index: r for r in detail.steps}
-    for index, (step, argv) in enumerate(zip(detail.plan.steps, detail.argv, strict=True), 1):
-        out(f"  {index}. {shlex.join(argv)}")
-        if step.expect is not None:
-            out(f"     expect {step.expect.model_dump_json(exclude_none=True)}")
-        if step.reason:
-            out(f"     why    {printable(step.reason)}")
+def _expect_words(unit: str, expect: Mapping[str, Any]) -> list[str]:
+    """A step's precondition in words, without the live state (the plan's own view)."""
+    words = []
+    if expect.get("active_state") is not None:
+        words.append(f"{unit} is {' or '.join(expect['active_state'])}")
+    if expect.get("sub_state") is not None:
+        words.append(f"{unit} is in sub state {' or '.join(expect['sub_state'])}")
+    if expect.get("invocation_id") is not None:
+        said = expect["invocation_id"][:12] or "none"
+        words.append(f"{unit} has not been started again since diagnosis (invocation {said})")
+    return words
+
+
+def precondition_lines(
+    unit: str, expect: Mapping[str, Any] | None, state: UnitState | str | None, final: str
+) -> list[str]:
+    """What ``show`` says of one step's precondition: each check against the live
+    ``state`` (``yes``/``NO``), or why the live state is unknown (``state`` a str), or
+    for a plan in a ``final`` state (``state`` None) that it is not checked any more."""
+    words = _expect_words(unit, expect or {})
+    if state is None:
+        said = f"(not checked any more: the plan is {final})"
+        return [f"precondition: {w} {said}" for w in words] or ["precondition: none"]
+    if isinstance(state, str):
+        unknown = [f"precondition: {w}: unknown" for w in words] or ["precondition: none"]
+        return [*unknown, f"live state unreadable: {state}"]
+    if not expect:
+        return [f"precondition: none (live: {state.active_state or 'unknown'})"]
+    from opsbot_cli.live import precondition_checks  # loaded with the state it checks
+
+    return [f"precondition: {check.line()}" for check in precondition_checks(expect, state)]
+
+
+def step_title(step: Mapping[str, Any]) -> str:
+    """``app.service: failed -> restart``: the unit, the state the plan expects it in,
+    and what the step does to it."""
+    verb = plain.WRITE_TOOL_VERBS[step["tool"]]
+    expected = (step.get("expect") or {}).get("active_state")
+    before = f"{' or '.join(expected)} -> " if expected else ""
+    return f"{step['args']['unit']}: {before}{verb}"
+
+
+def render(detail: Mapping[str, Any], read: ReadState | None, full: bool = False) -> list[str]:
+    """The plan as ``opsbot show`` prints it: lines of at most 100 columns (prose
+    wrapped, argv cut with an ellipsis; ``--argv`` prints them exact), whole with
+    ``full``. ``read`` reads a unit's live state (None: the plan is final)."""
+    lines: list[str] = []
+
+    def say(label: str, text: str, indent: int = 0) -> None:
+        first = " " * indent + (f"{label:<{LABEL}}" if label else "")
+        if full:
+            lines.append(first + text)
+            return
+        rest = " " * (indent + (LABEL if label else 2))
+        lines.extend(
+            textwrap.wrap(text, screen.WIDTH, initial_indent=first, subsequent_indent=rest)
+            or [first.rstrip()]
+        )
+
+    s = detail["summary"]
+    say("plan", s["plan_id"])
+    say("state", s["state"])
+    if s["reason"]:
+        say("reason", printable(s["reason"]))
+    say("sha256", s["sha256"])
+    say("goal", printable(s["goal"]))
+    say("submitted", f"{when(s['submitted_at'])} by {printable(s['submitted_by'])}")
+    say("on error", "stop" if detail["plan"]["stop_on_error"] else "continue")
+    lines.append("steps:")
+    records = {r["index"]: r for r in detail["steps"]}
+    states: dict[str, UnitState | str] = {}
+    steps = detail["plan"]["steps"]
+    for index, (step, argv) in enumerate(zip(steps, detail["argv"], strict=True), 1):
+        unit = step["args"]["unit"]
+        say("", f"{index}. {printable(step_title(step))}", indent=2)
+        lines.append(screen.fit(f"     run: {printable(shlex.join(argv))}", full))
+        state = None
+        if read is not None:
+            state = states[unit] if unit in states else states.setdefault(unit, read(unit))
+        for line in precondition_lines(unit, step["expect"], state, s["state"]):
+            say("", printable(line), indent=5)
+        if step["reason"]:
+            say("", f"why: {printable(step['reason'])}", indent=5)
         record = records.get(index)
-        if record is not None and record.outcome != "not-run":
-            out(f"     ran    {record.outcome} (exit {record.exit_status})")
-    v = s.verification
+        if record is not None and record["outcome"] != "not-run":
+            say("", f"ran: {record['outcome']} (exit {record['exit_status']})", indent=5)
+    v = s["verification"]
     if v is not None:
-        out(f"verified  {v.result} {v.seconds:g} s after the last step, by {printable(v.by)}:")
-        for line in v.evidence:
-            out(f"  {printable(line)}")
-    elif s.state == "APPLIED":
-        out("verified  not yet: opsbot-verify watches its units for [executor] settle_seconds")
-    if detail.history:
-        out("history:")
-        for item in detail.history:
+        say(
+            "verified",
+            f"{v['result']} {v['seconds']:g} s after the last step, by {printable(v['by'])}:",
+        )
+        for line in v["evidence"]:
+            say("", printable(line), indent=2)
+    elif s["state"] == "APPLIED":
+        say("verified", "not yet: opsbot-verify watches its units for [executor] settle_seconds")
+    if detail["history"]:
+        lines.append("history:")
+        for item in detail["history"]:
             reason = f": {printable(str(item.get('reason')))}" if item.get("reason") else ""
-            at, state, by = (printable(str(item.get(k, "?"))) for k in ("at", "state", "by"))
-            out(f"  {at}  {state:<11} by {by}{reason}")
+            state_, by = (printable(str(item.get(k, "?"))) for k in ("state", "by"))
+            say("", f"{_at(item.get('at'))}  {state_:<11} by {by}{reason}", indent=2)
+    return lines
+
+
+def _at(value: Any) -> str:
+    """A history entry's time with its zone (as sent, escaped, if it is not a time)."""
+    try:
+        return when(str(value))
+    except ValueError:
+        return printable(str(value))

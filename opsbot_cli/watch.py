@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from executor_svc.watch import unwatch, watch
-from opsbot_cli.output import command, out, require_root, unit_arg
+from executor_svc.watch import unwatch, watch, watcher
+from opsbot_cli.output import command, json_out, out, require_root, unit_arg
 from shared_io.paths import Paths
 
 
@@ -15,9 +15,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         sub, "watch", "(root) diagnose UNIT automatically when it fails (OnFailure= drop-in)"
     )
     p.add_argument("unit", metavar="UNIT")
+    p.add_argument("--json", action="store_true", help="the unit and its drop-in")
     p.set_defaults(func=run_watch)
     p = command(sub, "unwatch", "(root) remove the drop-in `opsbot watch` wrote")
     p.add_argument("unit", metavar="UNIT")
+    p.add_argument("--json", action="store_true", help="the unit and the drop-in removed")
     p.set_defaults(func=run_unwatch)
 
 
@@ -25,13 +27,21 @@ def run_watch(args: argparse.Namespace, paths: Paths) -> int:
     require_root("watch")
     unit = unit_arg(args.unit)
     dropin = watch(unit)
-    out(f"{unit}: a failure now starts opsbot-onfailure@{unit} ({dropin})")
+    if args.json:
+        json_out({"unit": unit, "watched": True, "dropin": str(dropin), "starts": watcher(unit)})
+    else:
+        out(f"{unit}: watched; a failure starts a diagnosis")
+        out(f"  unit:    {watcher(unit)}")
+        out(f"  drop-in: {dropin}")
     return 0
 
 
 def run_unwatch(args: argparse.Namespace, paths: Paths) -> int:
     require_root("unwatch")
     unit = unit_arg(args.unit)
-    unwatch(unit)
-    out(f"{unit}: no longer watched")
+    dropin = unwatch(unit)
+    if args.json:
+        json_out({"unit": unit, "watched": False, "dropin": str(dropin)})
+    else:
+        out(f"{unit}: no longer watched")
     return 0

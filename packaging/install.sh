@@ -5,6 +5,7 @@
 # - units in /etc/systemd/system, users and groups (systemd-sysusers),
 #   directories (systemd-tmpfiles --create), /etc/opsbot/opsbot.toml if absent,
 # - with --enable: `systemctl enable --now` the sockets and the apply/verify/archive timers and paths.
+# - the man page opsbot(8) (generated from the parser) and bash completion for opsbot.
 # --offline installs opsbot itself without touching a package index (the venv must
 # already hold the dependencies, as in the test container).
 # --without-polkit: for hosts without polkit, run the executor and apply as root with an
@@ -21,7 +22,7 @@ while [ $# -gt 0 ]; do
         --offline) offline=1; shift ;;
         --enable) enable=1; shift ;;
         --without-polkit) without_polkit=1; shift ;;
-        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
         *) echo "install.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -109,6 +110,23 @@ if [ ! -e /etc/opsbot/opsbot.toml ]; then
     step "wrote /etc/opsbot/opsbot.toml from the example: edit [executor.allow]"
 fi
 ln -sf "$venv/bin/opsbot" /usr/local/bin/opsbot
+# The man page from the parser itself (packaging/opsbot-manpage.sh; argparse-manpage is one
+# of opsbot's dependencies, so --offline has it too), and the bash completion, into the
+# directory the bash-completion package loads from (made here if that package is absent).
+man8=/usr/local/share/man/man8
+step "installing the man page $man8/opsbot.8 and bash completion for opsbot"
+if [ -x "$venv/bin/argparse-manpage" ]; then
+    install -d -m 0755 "$man8"
+    bash "$src/packaging/opsbot-manpage.sh" "$venv" "$man8/opsbot.8"
+    chmod 0644 "$man8/opsbot.8"
+    if command -v mandb >/dev/null; then
+        mandb --quiet /usr/local/share/man >/dev/null 2>&1 || true
+    fi
+else
+    step "no argparse-manpage in $venv, so no man page: install.sh without --offline adds it"
+fi
+install -D -m 0644 "$src/packaging/opsbot.bash-completion" \
+    /usr/share/bash-completion/completions/opsbot
 systemctl daemon-reload
 
 if [ "$enable" = 1 ]; then

@@ -20,10 +20,14 @@ class OpsbotError(Exception):
 
     exit_status = 1
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
+    def __init__(
+        self, message: str, hint: str | None = None, *, exit_status: int | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint or None
+        if exit_status is not None:  # this one error's status, not its class's
+            self.exit_status = exit_status
 
     def __str__(self) -> str:
         return self.message if self.hint is None else f"{self.message} ({self.hint})"

@@ -8,6 +8,11 @@ each to ``output_limit`` characters with a marker, and logs the command line wit
 program's outcome: a non-zero exit, a timeout or a program that cannot start is in the
 :class:`RunResult`, and :meth:`RunResult.check` turns it into a :class:`CommandFailed`
 where the caller wants one.
+
+It logs through structlog where the process has it (every daemon, and every console
+command that logs imports it before it runs anything), and stays silent where it does
+not: a read-only console verb (``opsbot show`` reading a unit's live state) need not pay
+50 ms to import a logger it would never configure.
 """
 
 from __future__ import annotations
@@ -17,11 +22,10 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-
-import structlog
 
 from shared_io.errors import CommandFailed
 
@@ -38,7 +42,23 @@ BASE_ENVIRONMENT: Mapping[str, str] = {
 #: Variables passed through from our own environment when set.
 PASSED_THROUGH = ("TZ",)
 
-log = structlog.get_logger("opsbot.run")
+
+class _Log:
+    """``opsbot.run``'s logger, where structlog is loaded (see the module docstring)."""
+
+    def _emit(self, level: str, event: str, **fields: object) -> None:
+        structlog = sys.modules.get("structlog")
+        if structlog is not None:
+            getattr(structlog.get_logger("opsbot.run"), level)(event, **fields)
+
+    def debug(self, event: str, **fields: object) -> None:
+        self._emit("debug", event, **fields)
+
+    def warning(self, event: str, **fields: object) -> None:
+        self._emit("warning", event, **fields)
+
+
+log = _Log()
 
 
 @dataclass(frozen=True)
@@ -167,3 +187,21 @@ def run(
         duration_ms=round(result.duration * 1000),
     )
     return result
+
+
+def page(argv: Sequence[str], text: str, env: Mapping[str, str]) -> bool:
+    """Show ``text`` through the pager ``argv`` on this terminal (it inherits stdout,
+    stderr and the session, as systemctl's pager does) and wait for it to quit; False
+    if it could not start (the caller prints ``text`` instead). The one program opsbot
+    starts that is not :func:`run`'s: a pager needs the terminal, not a capture."""
+    try:
+        pager = subprocess.Popen(list(argv), stdin=subprocess.PIPE, env=dict(env))
+    except OSError:
+        return False
+    assert pager.stdin is not None
+    with contextlib.suppress(BrokenPipeError):  # q before the end: the rest is not wanted
+        pager.stdin.write(text.encode("utf-8", "replace"))
+    with contextlib.suppress(BrokenPipeError):
+        pager.stdin.close()
+    pager.wait()
+    return True

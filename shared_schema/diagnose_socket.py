@@ -81,6 +81,9 @@ class ErrorMessage(Model):
     event: Literal["diagnose.error"] = "diagnose.error"
     message: str
     hint: str = ""
+    #: The console's exit status for it (shared_io/exit_codes.py): 5 out of the diagnosis
+    #: scope, 78 an invalid configuration, 1 anything else.
+    exit_status: Annotated[int, Field(ge=1, le=125)] = 1
 
 
 StreamItem = Annotated[

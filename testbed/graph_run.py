@@ -19,6 +19,7 @@ from testbed import graph as graphs
 from testbed.container import BootedSystemd
 from testbed.graph_faults import Case, inject
 from testbed.host import approve, opsbot
+from testbed.host import diagnose as run_diagnose
 from testbed.injecting import InjectionError
 
 HEALTH_HOLD_SECONDS = 10.0
@@ -71,7 +72,7 @@ def configure(ct: BootedSystemd, graph: graphs.Graph) -> None:
 
 def diagnose(ct: BootedSystemd, case: Case) -> tuple[dict[str, Any], float]:
     started = time.monotonic()
-    out = opsbot(ct, "diagnose", case.asked_about, "--symptom", case.symptom, "--json").stdout
+    out = run_diagnose(ct, case.asked_about, "--symptom", case.symptom, "--json").stdout
     return json.loads(out)["verdict"], time.monotonic() - started
 
 

@@ -139,6 +139,24 @@ def opsbot(
     return ct.run([OPSBOT, *args], check=check, user=user, timeout=timeout)
 
 
+#: ``opsbot diagnose`` ended with a verdict: no change (0), a plan waits (3), a human must
+#: act (4), or the executor refused the plan (5) (shared_io/exit_codes.py).
+VERDICT_STATUSES = frozenset({0, 3, 4, 5})
+
+
+def diagnose(
+    ct: BootedSystemd, *args: str, user: str | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """``opsbot diagnose ARGS``, which must end in a verdict (any of VERDICT_STATUSES):
+    the exit status says which kind, the tests read the verdict itself."""
+    done = ct.run([OPSBOT, "diagnose", *args], check=False, user=user, timeout=timeout)
+    assert done.returncode in VERDICT_STATUSES, (
+        f"opsbot diagnose {' '.join(args)} exited {done.returncode}: "
+        f"{done.stdout[-2000:]} {done.stderr[-2000:]}"
+    )
+    return done
+
+
 def approve(
     ct: BootedSystemd, plan_id: str, *args: str, check: bool = True
 ) -> subprocess.CompletedProcess[str]:

@@ -299,9 +299,11 @@ def read_unit_status(args: UnitArgs, context: ToolContext) -> UnitStatus:
     """
     [props] = show([args.unit], PROPERTIES)
     if props.get("LoadState") == "not-found":
+        # LoadError says the same again ("...NoSuchUnit \"Unit x not found.\""): only
+        # another reason is worth its words.
+        why = props.get("LoadError", "")
         raise ToolError(
-            f"unit {args.unit} not found"
-            + (f": {props['LoadError']}" if props.get("LoadError") else ""),
+            f"unit {args.unit} not found" + (f": {why}" if why and "NoSuchUnit" not in why else ""),
             hint="list_failed_units shows the units that failed; check the name",
         )
     return fit_status(parse_unit_status(props, _dependencies(relations_of(props))))

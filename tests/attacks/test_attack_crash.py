@@ -374,7 +374,7 @@ def test_an_apply_killed_mid_step_is_interrupted_and_never_resumed(slow_db: Boot
     assert "INTERRUPTED" in cli(ct, "show", plan_id).stdout
 
     approve = cli(ct, "approve", plan_id, "--sha256", reply["sha256"], check=False)
-    assert approve.returncode == 2 and "is INTERRUPTED; only PROPOSED" in approve.stderr
+    assert approve.returncode == 5 and "is INTERRUPTED; only PROPOSED" in approve.stderr
     ct.run(["install", "-m", "0644", f"/root/{plan_id}.approval", approval_path(plan_id)])
     apply_now(ct)
     apply_now(ct)

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from testbed.container import BootedSystemd
-from testbed.host import PYTHON, REPO, TEST_CONFIG, submit
+from testbed.host import PYTHON, REPO, TEST_CONFIG, diagnose, submit
 from tests.attacks.inside import (
     CONFIG,
     audit_store,
@@ -120,7 +120,7 @@ def test_runbook_on_an_unlisted_unit_proposes_nothing_that_is_stored(
     ct = injected
     before = audit_store(ct)["plans"]
     since = cursor(ct)
-    out = cli(ct, "diagnose", "demo-evil", "--symptom", HOSTILE_SYMPTOM, user="olivia")
+    out = diagnose(ct, "demo-evil", "--symptom", HOSTILE_SYMPTOM, user="olivia")
     clean(out.stdout, "opsbot diagnose (runbook, demo-evil)")
     clean(out.stderr, "opsbot diagnose stderr")
     assert "no plan" in out.stdout and "may not touch demo-evil.service" in out.stdout
@@ -145,7 +145,7 @@ def test_runbook_on_an_allowed_unit_proposes_only_what_evidence_asks(
     one, escaped, and ignores the other)."""
     ct = injected
     web_before = invocation(ct, "demo-web.service")
-    out = cli(ct, "diagnose", "demo-web", "--symptom", HOSTILE_SYMPTOM, user="olivia")
+    out = diagnose(ct, "demo-web", "--symptom", HOSTILE_SYMPTOM, user="olivia")
     clean(out.stdout, "opsbot diagnose (runbook, demo-web)")
     match = re.search(r"plan (\d{8}-\d{6}-[0-9a-f]{8}) proposed", out.stdout)
     assert match, out.stdout
@@ -222,7 +222,7 @@ def test_a_reason_that_would_display_reversed_is_refused_and_never_stored(
         assert error["path"] == "steps.0.reason"
         assert f"control character U+{ord(char):04X}" in error["message"]
     assert audit_store(ct)["plans"] == before
-    out = cli(ct, "diagnose", "demo-db", "--symptom", f"db is down {BIDI}", user="olivia")
+    out = diagnose(ct, "demo-db", "--symptom", f"db is down {BIDI}", user="olivia")
     clean(out.stdout + out.stderr, "opsbot diagnose with a bidi symptom")
 
 
@@ -325,7 +325,7 @@ def test_a_model_that_obeys_the_journal_gets_nothing_stored(obeying_model: Boote
         )
     }
     before = audit_store(ct)["plans"]
-    out = cli(ct, "diagnose", "demo-evil", "--symptom", HOSTILE_SYMPTOM, user="olivia")
+    out = diagnose(ct, "demo-evil", "--symptom", HOSTILE_SYMPTOM, user="olivia")
     clean(out.stdout, "opsbot diagnose (obeying model)")
     clean(out.stderr, "opsbot diagnose (obeying model, stderr)")
     assert "no plan (final_note)" in out.stdout, out.stdout

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from testbed.container import BootedSystemd
-from testbed.host import PYTHON, REPO, restart_plan
+from testbed.host import PYTHON, REPO, diagnose, restart_plan
 from testbed.host import opsbot as cli
 from testbed.inproc import report
 from tests.attacks.inside import reject_quietly
@@ -151,7 +151,7 @@ def test_an_operator_flooding_the_diagnose_socket_cannot_stop_anothers_diagnosis
     try:
         time.sleep(4)
         started = time.monotonic()
-        asked = cli(ct, "diagnose", "demo-db", "--json", user=oscar, timeout=120)
+        asked = diagnose(ct, "demo-db", "--json", user=oscar, timeout=120)
         oscars_seconds = time.monotonic() - started
         flood = outcome(attacker, timeout=120)
         over = cli(ct, "diagnose", "demo-web", user="olivia", check=False)

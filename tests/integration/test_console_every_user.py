@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+from opsbot_cli.main import COMMANDS
 from testbed.container import BootedSystemd
+from testbed.host import invocation, restart_plan, submit
 from testbed.host import opsbot as cli
 
 PLAN_ID = "20261129-213500-1a2b3c4d"
@@ -50,3 +52,36 @@ def test_every_verb_ends_without_a_traceback_for_every_user(
         elif done.returncode != 0 and len(errors) != 1 and argv != ["check-config"]:
             failures.append(said)
     assert not failures, "\n".join(failures)
+
+
+def test_every_verb_fits_100_columns(opsbot: BootedSystemd) -> None:
+    """What a person reads fits a 100-column terminal (issue 13, item 9): every verb and
+    every --help, as an operator and as root, on a host with a real plan waiting (shown,
+    dry-run, audited, diagnosed). --json and --verbose are where the whole text goes; an
+    error stays one line (scripts read it), and its hint folds to fit."""
+    ct = opsbot
+    pinned = invocation(ct, "demo-web.service")
+    reply = submit(ct, restart_plan("demo-web.service", invocation_id=pinned))
+    plan_id = str(reply["plan_id"])
+    with_plan = [
+        ["plans"],
+        ["show", plan_id],
+        ["apply", "--dry-run"],
+        ["audit", plan_id],
+        ["diagnose", "demo-web.service"],
+        ["--help"],
+        ["--version"],
+        *([name, "--help"] for name in (c.name for c in COMMANDS)),
+    ]
+    too_wide = []
+    try:
+        for user in ("olivia", None):
+            for argv in [*with_plan, *(a for a in EVERY_VERB if a[0] != "polkit-rule")]:
+                done = cli(ct, *argv, user=user, check=False, timeout=180)
+                for line in (done.stdout + done.stderr).splitlines():
+                    # An error is one line, whole, for scripts (its hint folds to fit).
+                    if len(line) > 100 and not line.startswith("opsbot: error: "):
+                        too_wide.append(f"{user or 'root'}$ opsbot {' '.join(argv)}: {line}")
+    finally:
+        cli(ct, "reject", plan_id, "--reason", "width test")
+    assert not too_wide, "\n".join(too_wide)

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from testbed.container import BootedSystemd
-from testbed.host import LLM_URL, PYTHON, plan_state, start_scripted_model
+from testbed.host import LLM_URL, PYTHON, diagnose, plan_state, start_scripted_model
 from testbed.host import opsbot as cli
 
 
@@ -41,7 +41,7 @@ def test_operator_asks_and_a_crashed_service_gets_a_proposed_plan(opsbot: Booted
     ct = opsbot
     _kill(ct, "demo-db.service")
     try:
-        out = cli(ct, "diagnose", "demo-db", "--symptom", "db is down", user="olivia").stdout
+        out = diagnose(ct, "demo-db", "--symptom", "db is down", user="olivia").stdout
         assert "step 1 [policy] read_unit_status" in out
         match = re.search(r"plan (\S+) proposed", out)
         assert match, out
@@ -49,7 +49,7 @@ def test_operator_asks_and_a_crashed_service_gets_a_proposed_plan(opsbot: Booted
         plan_id = match.group(1)
         assert plan_state(ct, plan_id) == "PROPOSED"
         assert ct.run(["systemctl", "is-failed", "demo-db.service"], check=False).returncode == 0
-        result = json.loads(cli(ct, "diagnose", "demo-db", "--json", user="olivia").stdout)
+        result = json.loads(diagnose(ct, "demo-db", "--json", user="olivia").stdout)
         assert result["verdict"]["kind"] == "plan"
         assert result["verdict"]["plan_id"] == plan_id  # same plan, same open id
         assert [e["event"] for e in result["events"]][0] == "diagnose.started"
@@ -64,9 +64,10 @@ def test_watched_unit_failure_starts_a_diagnosis(opsbot: BootedSystemd) -> None:
     ct = opsbot
     cli(ct, "watch", "demo-web.service")
     try:
+        # One .service, not two (issue 13, item 9: it read @demo-web.service.service).
         assert (
-            "opsbot-onfailure@"
-            in ct.systemctl("show", "-P", "OnFailure", "demo-web.service").stdout
+            ct.systemctl("show", "-P", "OnFailure", "demo-web.service").stdout.strip()
+            == "opsbot-onfailure@demo-web.service"
         )
         since = time.time()
         _kill(ct, "demo-web.service")
@@ -84,7 +85,7 @@ def test_watched_unit_failure_starts_a_diagnosis(opsbot: BootedSystemd) -> None:
             return None
 
         plan = ct.wait_for(proposed, timeout=60, interval=1, what="a plan from OnFailure=")
-        log = ct.journal("-u", "opsbot-onfailure@demo-web.service.service", "-o", "cat")
+        log = ct.journal("-u", "opsbot-onfailure@demo-web.service", "-o", "cat")
         assert "diagnose.finished" in log
         cli(ct, "reject", plan["plan_id"])
     finally:

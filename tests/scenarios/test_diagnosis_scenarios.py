@@ -26,6 +26,7 @@ import pytest
 from testbed.container import BootedSystemd
 from testbed.faults import INJECTORS, Fault
 from testbed.host import LLM_PORT, start_scripted_model
+from testbed.host import diagnose as run_diagnose
 from testbed.observe import http_probe
 from testbed.stack import DEFAULT_STACK, Stack, reset, wait_healthy
 from tests.scenarios.report import RECORDS, ScenarioRecord
@@ -116,7 +117,7 @@ def _plumbing_problems(fault: Fault, verdict: dict[str, Any]) -> list[str]:
 
 def _diagnose(ct: BootedSystemd, unit: str, symptom: str) -> tuple[dict[str, Any], float]:
     started = time.monotonic()
-    out = _cli(ct, "diagnose", unit, "--symptom", symptom, "--json").stdout
+    out = run_diagnose(ct, unit, "--symptom", symptom, "--json").stdout
     return json.loads(out)["verdict"], time.monotonic() - started
 
 

@@ -114,11 +114,13 @@ def test_show_without_an_executor_socket_says_so(
     enable; no traceback."""
     assert main(["show", "20261129-213500-1a2b3c4d"]) != 0
     err = capsys.readouterr().err
-    [line] = error_lines(err)
-    assert re.fullmatch(
-        rf"opsbot: error: no (executor )?socket at {env.parent}/executor\.sock", line
+    assert len(error_lines(err)) == 1
+    flat = " ".join(err.split())  # a long path wraps the line at 100 columns
+    assert re.match(
+        rf"opsbot: error: no (executor )?socket at {re.escape(str(env.parent))}/executor\.sock "
+        "opsbot: hint: is opsbot-executor.socket enabled?",
+        flat,
     )
-    assert "opsbot: hint: is opsbot-executor.socket enabled?" in err
     assert "Traceback" not in err
 
 
@@ -170,12 +172,16 @@ def test_approve_json_prints_the_approval(
     journal: ScriptedJournal,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """``--json`` prints the approval written, with its expiry."""
+    """``--json`` prints the approval written, with its expiry, and what will apply it
+    (here, an approvals directory no opsbot-apply unit reads: nothing)."""
     record = submitted(store, plan_of(), at=utcnow())
     journal.accepted(record)
     sha = record.sha256[:12]
     assert main(["approve", record.plan_id, "--sha256", sha, "--ttl", "60", "--json"]) == 0
-    approval = Approval.model_validate(json.loads(capsys.readouterr().out))
+    said = json.loads(capsys.readouterr().out)
+    assert said["applies"] is False
+    assert said["next_apply"].startswith("nothing applies it on its own")
+    approval = Approval.model_validate(said["approval"])
     assert approval == Approval.model_validate_json(
         approval_path(approvals_dir, record.plan_id).read_bytes()
     )
@@ -201,12 +207,12 @@ def test_approve_refuses_a_plan_that_is_already_final(
     capsys: pytest.CaptureFixture[str],
     final: PlanState,
 ) -> None:
-    """An applied (or rejected, or interrupted) plan cannot be approved again: exit 2,
-    saying its state and to diagnose again; no approval file is written."""
+    """An applied (or rejected, or interrupted) plan cannot be approved again: refused,
+    exit 5, saying its state and to diagnose again; no approval file is written."""
     record = submitted(store, plan_of(), at=utcnow())
     store.save_status(StatusRecord(plan_id=record.plan_id, state=final))
     journal.accepted(record)
-    assert main(["approve", record.plan_id, "--sha256", record.sha256[:12]]) == 2
+    assert main(["approve", record.plan_id, "--sha256", record.sha256[:12]]) == 5
     err = capsys.readouterr().err
     assert error_lines(err) == [
         f"opsbot: error: plan {record.plan_id} is {final}; only PROPOSED plans can be approved"
@@ -235,20 +241,22 @@ def test_a_rejected_plan_is_never_approved(
     assert main(["reject", record.plan_id, "--reason", "wrong unit"]) == 0
     status = store.status(record.plan_id)
     assert (status.state, status.reason) == (PlanState.REJECTED, "wrong unit")
-    assert main(["approve", record.plan_id, "--sha256", record.sha256[:12]]) == 2
+    assert main(["approve", record.plan_id, "--sha256", record.sha256[:12]]) == 5
     assert f"plan {record.plan_id} is REJECTED" in capsys.readouterr().err
 
 
 def test_apply_dry_run_prints_what_would_run(
     env: Path, store: PlanStore, approvals_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``opsbot apply --dry-run`` lists each open plan with the argv it would run."""
+    """``opsbot apply --dry-run`` lists each open plan with the argv it would run and
+    what each step does."""
     record = submitted(store, plan_of(), at=utcnow())
     approved(store, approvals_dir, record, at=utcnow())
     assert main(["apply", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert f"{record.plan_id}  APPROVED    would run (dry run: nothing was run)" in out
-    assert "    systemctl restart --no-ask-password -- nginx.service" in out
+    assert f"{record.plan_id}  APPROVED    would run 1 step(s) (dry run: nothing was run)" in out
+    assert "  1. systemctl restart --no-ask-password -- nginx.service" in out
+    assert "     -> restart nginx.service: stop the unit and start it again" in out
     assert store.status(record.plan_id).state is PlanState.APPROVED
 
 
@@ -256,7 +264,7 @@ def test_plans_and_show_ask_the_running_executor(
     env: Path, executor: RunningExecutor, store: PlanStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Against a real executor socket, ``opsbot plans`` lists the plan and ``opsbot show``
-    prints its goal and each step as the argv that will run."""
+    prints its goal and each step as a diff with the argv that will run."""
     record = submitted(
         store,
         plan_of(
@@ -274,9 +282,11 @@ def test_plans_and_show_ask_the_running_executor(
     shown = capsys.readouterr().out
     assert f"plan      {record.plan_id}" in shown
     assert f"sha256    {record.sha256}" in shown
-    assert "  1. systemctl reset-failed --no-ask-password -- nginx.service" in shown
-    assert "  2. systemctl restart --no-ask-password -- nginx.service" in shown
-    assert "     why    start limit hit" in shown
+    assert "  1. nginx.service: reset-failed\n" in shown
+    assert "     run: systemctl reset-failed --no-ask-password -- nginx.service\n" in shown
+    assert "  2. nginx.service: restart\n" in shown
+    assert "     run: systemctl restart --no-ask-password -- nginx.service\n" in shown
+    assert "     why: start limit hit\n" in shown
 
     assert main(["show", record.plan_id, "--argv"]) == 0
     assert capsys.readouterr().out.splitlines() == [

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from executor_svc.apply_service import APPLY_UNIT
-from opsbot_cli.apply import ApplyReport
+from opsbot_cli.apply import ApplyReport, _plan_status, _summary
 from opsbot_cli.errors import ConsoleError
 from shared_io.run import RunResult
 
@@ -37,20 +37,57 @@ def started(status: int) -> RunResult:
 
 
 def shown(report: ApplyReport) -> tuple[int, list[Any]]:
+    """The exit status and the outcomes shown (verification already in their states)."""
     seen: list[Any] = []
-    return report.exit_status(seen.extend), seen
+
+    def show(outcomes: list[Any]) -> int:
+        seen.extend(outcomes)
+        return max((_plan_status(o) for o in outcomes), default=0)
+
+    return report.exit_status(show), seen
 
 
-def test_the_runs_outcomes_are_shown_and_a_failed_step_exits_1() -> None:
+def test_the_runs_outcomes_are_shown_and_a_failed_step_exits_6() -> None:
     """The run's apply.outcomes is what the operator sees; a plan whose step failed makes
-    the exit status 1, as the in-process apply did."""
+    the exit status 6 (the unit itself exited 1 for it: not an error of the run); a
+    verified plan beside one waiting for approval makes it 3."""
     report = ApplyReport(TRUSTED, started=started(1))
     report.take(outcomes_entry(outcome("FAILED")))
-    assert shown(report) == (1, [outcome("FAILED")])
+    assert shown(report) == (6, [outcome("FAILED")])
 
     ok = ApplyReport(TRUSTED, started=started(0))
-    ok.take(outcomes_entry(outcome(), outcome("PROPOSED", ran=False)))
-    assert shown(ok) == (0, [outcome(), outcome("PROPOSED", ran=False)])
+    ok.take(outcomes_entry(outcome("VERIFIED"), outcome("PROPOSED", ran=False)))
+    assert shown(ok) == (3, [outcome("VERIFIED"), outcome("PROPOSED", ran=False)])
+
+
+@pytest.mark.parametrize(
+    ("state", "ran", "status"),
+    [
+        ("VERIFIED", True, 0),
+        ("UNRESOLVED", True, 6),
+        ("APPLIED", True, 6),  # not verified when the wait ended: not known to be fixed
+        ("FAILED", True, 6),
+        ("STALE", False, 5),
+        ("EXPIRED", False, 5),
+        ("APPROVED", False, 5),  # its approval was refused
+        ("PROPOSED", False, 3),
+        ("INTERRUPTED", False, 6),
+    ],
+)
+def test_each_end_of_a_plan_has_its_exit_status(state: str, ran: bool, status: int) -> None:
+    """What a script reads off ``opsbot apply`` for each way a plan can end the run."""
+    assert _plan_status(outcome(state, ran=ran)) == status
+
+
+def test_the_summary_counts_plans_steps_and_failures() -> None:
+    """One closing line like terraform's, counting what ran and how it ended."""
+    two = {**outcome("VERIFIED"), "argv": [["systemctl", "restart", "a"], ["x"]]}
+    failed = {**outcome("FAILED"), "argv": [["systemctl", "start", "b"]]}
+    waiting = outcome("PROPOSED", ran=False)
+    assert _summary([two, failed, waiting]) == (
+        "Apply complete: 3 plans (1 FAILED, 1 PROPOSED, 1 VERIFIED), 2 ran 3 steps, 1 failed"
+    )
+    assert _summary([]) == "Apply complete: 0 plans (nothing to do), 0 ran 0 steps, 0 failed"
 
 
 def test_entries_from_another_unit_or_user_are_not_believed() -> None:
@@ -63,7 +100,7 @@ def test_entries_from_another_unit_or_user_are_not_believed() -> None:
     report.take(outcomes_entry(outcome("APPLIED"), uid=1000))
     assert report.outcomes is None
     report.take(outcomes_entry(outcome("PROPOSED", ran=False), uid=0))
-    assert shown(report) == (0, [outcome("PROPOSED", ran=False)])
+    assert shown(report) == (3, [outcome("PROPOSED", ran=False)])
 
 
 def test_the_first_outcomes_end_the_report() -> None:
@@ -72,11 +109,11 @@ def test_the_first_outcomes_end_the_report() -> None:
     steps: list[Any] = []
     report = ApplyReport(TRUSTED, on_step=steps.append, started=started(0))
     report.take(entry("step.finished", PLAN_ID=PLAN, STEP="1", OUTCOME="ok"))
-    report.take(outcomes_entry(outcome()))
+    report.take(outcomes_entry(outcome("VERIFIED")))
     report.take(entry("step.finished", PLAN_ID=PLAN, STEP="1", OUTCOME="failed"))
     report.take(outcomes_entry(outcome("FAILED")))
     assert [s["OUTCOME"] for s in steps] == ["ok"]
-    assert shown(report) == (0, [outcome()])
+    assert shown(report) == (0, [outcome("VERIFIED")])
 
 
 def test_a_run_that_failed_says_why_with_its_own_exit_status() -> None:

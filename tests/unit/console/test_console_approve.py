@@ -112,7 +112,7 @@ def test_on_a_terminal_a_rewritten_plan_is_refused_before_anything_is_asked(
     other = plan_of(step("restart_unit", "app.service"))
     edit_record(store, record.plan_id, plan=other.canonical().decode(), sha256=other.fingerprint())
     on_terminal(monkeypatch, "y\n")
-    assert main(["approve", record.plan_id]) == 1
+    assert main(["approve", record.plan_id]) == 5
     out, err = capsys.readouterr()
     assert "Approve exactly" not in out
     assert "the stored plan was rewritten after it was accepted" in err
@@ -170,13 +170,13 @@ def test_with_sha256_a_plan_rewritten_since_the_review_is_refused(
     journal: ScriptedJournal,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The operator reviewed sha256 S and passes it; the stored plan is now S': exit 1,
+    """The operator reviewed sha256 S and passes it; the stored plan is now S': exit 5 (refused),
     saying it changed since the review; nothing is approved."""
     record = submitted(store, plan_of())
     journal.accepted(record)
     other = plan_of(step("restart_unit", "app.service"))
     edit_record(store, record.plan_id, plan=other.canonical().decode(), sha256=other.fingerprint())
-    assert main(["approve", record.plan_id, "--sha256", record.sha256[:12]]) == 1
+    assert main(["approve", record.plan_id, "--sha256", record.sha256[:12]]) == 5
     assert "it changed since; nothing was approved" in capsys.readouterr().err
     assert not approval_path(approvals_dir, record.plan_id).exists()
 
@@ -205,7 +205,7 @@ def test_only_the_executors_unit_vouches_for_a_sha256(
     approve refuses as if there were none."""
     record = submitted(store, plan_of())
     journal.accepted(record, uid=uid, unit=unit)
-    assert main(["approve", record.plan_id, "--sha256", record.sha256[:12]]) == 1
+    assert main(["approve", record.plan_id, "--sha256", record.sha256[:12]]) == 5
     assert "the executor never logged storing it" in capsys.readouterr().err
     assert not approval_path(approvals_dir, record.plan_id).exists()
 
@@ -225,7 +225,7 @@ def test_a_forged_entry_does_not_outvote_the_executors_own(
     other = plan_of(step("restart_unit", "app.service"))
     edit_record(store, record.plan_id, plan=other.canonical().decode(), sha256=other.fingerprint())
     journal.accepted(record, other.fingerprint(), unit="session-4.scope")
-    assert main(["approve", record.plan_id, "--sha256", other.fingerprint()[:12]]) == 1
+    assert main(["approve", record.plan_id, "--sha256", other.fingerprint()[:12]]) == 5
     assert (
         f"opsbot-executor.service logged accepting {record.sha256[:16]}...: the stored plan "
         "was rewritten"
@@ -260,10 +260,10 @@ def test_without_any_entry_approve_refuses_and_hints_to_diagnose_again(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The journal holds nothing for the plan (rotated, or a plan that never went through
-    the executor): exit 1, the reason in one line, a hint to diagnose again."""
+    the executor): exit 5 (refused), the reason in one line, a hint to diagnose again."""
     record = submitted(store, plan_of())
     journal.begins = record.submitted_at.replace(year=record.submitted_at.year - 1)
-    assert main(["approve", record.plan_id, "--sha256", record.sha256[:12]]) == 1
+    assert main(["approve", record.plan_id, "--sha256", record.sha256[:12]]) == 5
     err = capsys.readouterr().err
     assert errors(err) == [
         f"opsbot: error: no plan.accepted entry of opsbot-executor.service for plan "

@@ -36,8 +36,11 @@ def refusing(tmp_path: Path) -> Iterator[None]:
 
 
 def hint_of(err: str) -> str:
-    [hint] = [line for line in err.splitlines() if line.startswith("opsbot: hint: ")]
-    return hint
+    """The hint line, with the lines it was folded onto (to fit 100 columns) joined back."""
+    lines = err.splitlines()
+    [start] = [i for i, line in enumerate(lines) if line.startswith("opsbot: hint: ")]
+    rest = [line.strip() for line in lines[start + 1 :] if line.startswith(" " * 8)]
+    return " ".join([lines[start], *rest])
 
 
 def test_a_missing_socket_with_a_broken_config_names_the_config_first(

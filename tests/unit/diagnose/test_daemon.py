@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from diagnose_svc.daemon import main, render
+from diagnose_svc.daemon import main, render, unit_arg
 from diagnose_svc.policies import RunbookPolicy, make_policy
 from diagnose_svc.verdict import NoteVerdict, PlanVerdict
 from shared_io.config import HINT
@@ -70,3 +70,14 @@ def test_render() -> None:
     ]
     note = render(NoteVerdict(ended_by="final_note", text="all fine", **common))
     assert note.splitlines()[1] == "all fine"
+
+
+def test_a_unit_without_a_type_is_a_service() -> None:
+    """`opsbot-diagnose run app` diagnoses app.service, as systemctl reads `app` (what
+    opsbot-onfailure@app.service passes as %i when the watch drop-in names it with %N);
+    a name that ends in a unit type keeps it, and an instance with dots gets the suffix."""
+    assert unit_arg("app") == "app.service"
+    assert unit_arg("app.service") == "app.service"
+    assert unit_arg("app.socket") == "app.socket"
+    assert unit_arg("getty@tty1") == "getty@tty1.service"
+    assert unit_arg("backup@2.5") == "backup@2.5.service"

@@ -274,5 +274,6 @@ def test_a_request_is_due_within_its_deadline_however_slowly_it_comes(
         "event": "diagnose.error",
         "message": "no complete request within 10s",
         "hint": "",
+        "exit_status": 1,
     }
     assert ran == []

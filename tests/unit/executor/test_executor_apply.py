@@ -371,7 +371,7 @@ def test_a_dry_run_runs_nothing_and_writes_nothing(
     outcomes = {o.plan_id: o for o in applier.apply_all(dry_run=True)}
     assert tree(tmp_path) == before
     assert systemctl.calls == []
-    assert outcomes[ready.plan_id].message == "would run (dry run: nothing was run)"
+    assert outcomes[ready.plan_id].message == "would run 1 step(s) (dry run: nothing was run)"
     assert outcomes[ready.plan_id].argv == [restart_argv("nginx.service")]
     assert outcomes[waiting.plan_id].message == "would not run: not approved"
     assert not store.is_consumed(ready.plan_id)
@@ -386,10 +386,51 @@ def test_a_dry_run_does_not_promise_to_run_a_plan_that_has_expired(
     clock.advance(POLICY.plan_ttl_seconds + 1)
     approved(store, approvals_dir, record, at=clock())
     [outcome] = applier.apply_all(dry_run=True)
-    assert outcome.message.startswith("would not run")
+    assert outcome.message.startswith("would become EXPIRED")
     assert "plan_ttl_seconds" in outcome.message
     [real] = applier.apply_all()
     assert real.state is S.EXPIRED
+
+
+def test_a_dry_run_checks_preconditions_as_the_apply_would(
+    store: PlanStore, approvals_dir: Path, applier: Applier, systemctl: Systemctl
+) -> None:
+    """The unit recovered by itself after the plan was approved: the dry run says the
+    plan would go STALE, naming the precondition in words beside the live state, and the
+    real apply straight after does exactly that (issue 13: the dry run said "would run")."""
+    record = submitted(
+        store,
+        plan_of(step("restart_unit", "nginx.service", expect={"active_state": ["failed"]})),
+    )
+    approved(store, approvals_dir, record)
+    applier.read_state = unit_in("active", "running")
+    [dry] = applier.apply_all(dry_run=True)
+    assert dry.message == ("would become STALE: step 1: nginx.service is failed now (live: active)")
+    [step_preview] = dry.preview
+    assert [c.line() for c in step_preview.checks] == [
+        "nginx.service is failed now (live: active): NO"
+    ]
+    assert step_preview.does == "restart nginx.service: stop the unit and start it again"
+    assert store.status(record.plan_id).state is S.APPROVED  # the dry run changed nothing
+    [real] = applier.apply_all()
+    assert real.state is S.STALE
+    assert systemctl.calls == []
+
+
+def test_a_dry_run_says_yes_to_each_precondition_that_holds(
+    store: PlanStore, approvals_dir: Path, applier: Applier
+) -> None:
+    """Still failed: the dry run would run the step, and says so of its precondition."""
+    record = submitted(
+        store,
+        plan_of(step("restart_unit", "nginx.service", expect={"active_state": ["failed"]})),
+    )
+    approved(store, approvals_dir, record)
+    [dry] = applier.apply_all(dry_run=True)
+    assert dry.message.startswith("would run 1 step(s)")
+    assert [c.line() for c in dry.preview[0].checks] == [
+        "nginx.service is failed now (live: failed): yes"
+    ]
 
 
 def test_two_racing_applies_run_the_steps_exactly_once(

@@ -18,7 +18,7 @@ from executor_svc.approvals import (
     used_dir,
     write_approval,
 )
-from executor_svc.errors import ApprovalRefused, StoreError, UsageError
+from executor_svc.errors import ApprovalRefused, PlanRefused, StoreError, UsageError
 from executor_svc.gate import Accepted, approve, reject, review
 from executor_svc.records import PlanRecord, StatusRecord
 from executor_svc.store import PlanStore
@@ -222,7 +222,7 @@ def test_after_reject_flipping_the_status_back_to_approved_runs_nothing(
     assert systemctl.calls == []
     assert outcome.message == "not run: rejected by alice: wrong unit; it never runs"
     store.save_status(StatusRecord(plan_id=record.plan_id, state=S.PROPOSED))
-    with pytest.raises(UsageError, match="was rejected by alice: wrong unit"):
+    with pytest.raises(PlanRefused, match="was rejected by alice: wrong unit"):
         approve_as_root(store, approvals_dir, record.plan_id, record.sha256, logged(record))
 
 
@@ -241,14 +241,15 @@ def test_reject_removes_the_approval_even_when_the_executor_planted_a_lock_symli
 def test_reject_of_an_applied_plan_is_refused_but_removes_a_left_approval(
     store: PlanStore, approvals_dir: Path, record: PlanRecord
 ) -> None:
-    """A final plan cannot be rejected (usage error, its state named); an approval still
-    lying there is removed all the same, and the hint says so."""
+    """A final plan cannot be rejected (refused, exit 5, its state named); an approval
+    still lying there is removed all the same, and the hint says so."""
     write_approval(approvals_dir, record, "alice", NOW, 600)
     store.save_status(StatusRecord(plan_id=record.plan_id, state=S.APPLIED))
-    with pytest.raises(UsageError) as caught:
+    with pytest.raises(PlanRefused) as caught:
         reject(store, approvals_dir, record.plan_id, by="alice", now=NOW, reason=None)
     assert caught.value.message == f"plan {record.plan_id} is APPLIED; it cannot become REJECTED"
     assert caught.value.hint == "its approval file was removed"
+    assert caught.value.exit_status == 5
     assert not approval_path(approvals_dir, record.plan_id).exists()
     assert not rejection_path(approvals_dir, record.plan_id).exists()
 

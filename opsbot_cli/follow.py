@@ -1,0 +1,82 @@
+"""Following a plan to its end as root: its state in the store, each change as it happens.
+
+``opsbot approve --wait`` and ``opsbot apply`` wait here for what happens to a plan after
+the part they did: the apply opsbot-apply.path starts, and opsbot-verify's VERIFIED or
+UNRESOLVED. Bounded by a deadline; the caller says what a timeout means.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from executor_svc.errors import ExecutorError
+from executor_svc.records import StatusRecord
+from executor_svc.store import PlanStore
+from opsbot_cli.output import fit, one_line, out, when
+from shared_io.exit_codes import for_state
+
+#: How often the store is read while waiting.
+POLL_SECONDS = 0.5
+
+
+@dataclass
+class Followed:
+    """Where a followed plan ended: its last status read, and whether that is an end
+    (a final state, or an approval the apply refused); False: the deadline came first."""
+
+    status: StatusRecord
+    ended: bool
+
+
+def say_change(status: StatusRecord) -> None:
+    """One line (or a few) for a state a followed plan reached."""
+    at = when(status.history[-1].at) if status.history else ""
+    reason = one_line(status.reason)
+    if status.state == "APPLIED":
+        reason = f"{reason}; opsbot-verify checks that its units stay healthy"
+    if status.state == "APPROVED" and status.refusal:
+        reason = f"the apply refused it: {one_line(status.refusal)}"
+    head = f"  {at}  {status.state:<11} "
+    lines = fit(reason, " " * len(head), lines=3)
+    out(head + lines[0][len(head) :] if reason else head.rstrip())
+    for line in lines[1:] if reason else []:
+        out(line)
+    if status.verification is not None:
+        for evidence in [e for e in status.verification.evidence if e != status.reason][:6]:
+            for line in fit(one_line(evidence), "      ", lines=1):
+                out(line)
+
+
+def follow(
+    store: PlanStore,
+    plan_id: str,
+    *,
+    timeout: float,
+    on_change: Callable[[StatusRecord], None] = say_change,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Followed:
+    """Read ``plan_id``'s status until it ends or ``timeout`` seconds pass, calling
+    ``on_change`` for each state (or refusal) it had not shown before."""
+    deadline = clock() + timeout
+    shown: tuple[str, str] | None = None
+    status = store.status(plan_id)
+    earlier_refusal = status.refusal  # from before this wait: not news
+    while True:
+        seen = (str(status.state), status.refusal)
+        if seen != shown:
+            if shown is not None:
+                on_change(status)
+            shown = seen
+        refused = status.state == "APPROVED" and status.refusal not in ("", earlier_refusal)
+        if for_state(status.state) is not None or refused:
+            return Followed(status, ended=True)
+        if clock() >= deadline:
+            return Followed(status, ended=False)
+        sleep(POLL_SECONDS)
+        try:
+            status = store.status(plan_id)
+        except ExecutorError:  # mid-rename on a slow disk: read again next time
+            continue

@@ -1,0 +1,92 @@
+"""What the read-only verbs print, laid out as systemctl lays out its lists: lines of at
+most :data:`WIDTH` columns unless ``--full`` (cut with an ellipsis), times with their
+zone, untrusted text escaped; which pager a person at a terminal would get.
+
+Light on purpose (the standard library only): ``opsbot plans`` and ``opsbot show`` start
+without shared_schema. :func:`printable` is shared_schema.text.printable again, pinned to
+it by tests/unit/console/test_console_plain.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, TextIO
+
+WIDTH = 100
+ELLIPSIS = "…"
+#: What systemd sets $LESS to for its pager unless $SYSTEMD_LESS says otherwise.
+LESS = "FRSXMK"
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(value: str) -> str:
+    """Control and bidirectional formatting characters as visible escapes (``\\x1b``)."""
+    return _CONTROL.sub(lambda m: _escape(m.group()), value)
+
+
+def when(value: str | datetime) -> str:
+    """An ISO time (as the executor sends it) in local time with its zone:
+    ``2026-12-01 15:20:01 UTC``."""
+    at = datetime.fromisoformat(value) if isinstance(value, str) else value
+    return at.astimezone().strftime("%Y-%m-%d %H:%M:%S %Z").rstrip()
+
+
+def cut(text: str, width: int) -> str:
+    """``text`` in at most ``width`` columns, its end replaced by an ellipsis if longer."""
+    return text if len(text) <= width else text[: max(width - 1, 0)] + ELLIPSIS
+
+
+def fit(line: str, full: bool) -> str:
+    """A line of output: whole with ``--full``, else at most :data:`WIDTH` columns."""
+    return line if full else cut(line, WIDTH)
+
+
+def json_text(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+def pager_argv(environ: Mapping[str, str], is_tty: bool) -> list[str] | None:
+    """The pager to page through, as systemctl picks it: none unless stdout is a
+    terminal; ``$SYSTEMD_PAGER``, else ``$PAGER``, else ``less``; none if that is empty
+    or ``cat``."""
+    if not is_tty:
+        return None
+    said = environ.get("SYSTEMD_PAGER", environ.get("PAGER", "less"))
+    argv = shlex.split(said) if said.strip() else []
+    return None if not argv or argv == ["cat"] else argv
+
+
+def pager_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The pager's environment: ours, with ``LESS`` as systemd sets it (``$SYSTEMD_LESS``,
+    else ``FRSXMK``: quit if one screen, raw colours, chop long lines, no init, ...)."""
+    return {**environ, "LESS": environ.get("SYSTEMD_LESS", LESS)}
+
+
+def show(lines: Sequence[str], *, no_pager: bool, stream: TextIO | None = None) -> None:
+    """Print ``lines``, on ``stream`` (stdout), through the pager :func:`pager_argv`
+    picks where stdout is a terminal and ``--no-pager`` was not given, as systemctl does
+    (shared_io.run.page, the one place a pager starts)."""
+    stream = stream or sys.stdout
+    text = "".join(f"{line}\n" for line in lines)
+    is_tty = stream is sys.stdout and stream.isatty()
+    argv = None if no_pager else pager_argv(os.environ, is_tty)
+    if argv is not None:
+        from shared_io.run import page
+
+        stream.flush()
+        if page(argv, text, pager_environment(os.environ)):
+            return
+    stream.write(text)
+    stream.flush()
