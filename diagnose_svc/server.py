@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from diagnose_svc.quota import RunQuota
 from shared_io.admission import Refusal, peer_uid
 from shared_io.errors import OpsbotError
+from shared_io.exit_codes import CONFIG, REFUSED
 from shared_io.framing import Clock, LineReader, MessageTooLarge, send_line
 from shared_io.server import ThreadedServer
 from shared_schema import (
@@ -155,9 +156,9 @@ class DiagnoseServer(ThreadedServer):
         except OpsbotError as exc:  # refused for the operator's reason (e.g. out of scope)
             log.warning("diagnose.refused", reason=exc.message)
             try:
-                error = ErrorMessage(
-                    message=exc.message, hint=exc.hint or "", exit_status=exc.exit_status
-                )
+                # Only what the console's table means: out of scope (5), a bad config (78).
+                status = exc.exit_status if exc.exit_status in (REFUSED, CONFIG) else 1
+                error = ErrorMessage(message=exc.message, hint=exc.hint or "", exit_status=status)
                 self._send(conn, error)
             except OSError:
                 pass

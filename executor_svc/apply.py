@@ -57,16 +57,41 @@ class Outcome:
     message: str
     argv: list[list[str]] = field(default_factory=list)
     ran: bool = False
-    #: Dry run only: each step's preview.
+    #: Dry run only: each step's preview, and what the apply would do (a Decision's
+    #: action, or "running": an apply holds the lock now).
     preview: list[StepPreview] = field(default_factory=list)
+    would: str = ""
+    #: The plan could not be read or judged (an error, not a state it is in).
+    error: bool = False
 
 
-def preview_steps(
-    plan: Plan, argv: list[list[str]], read_state: Callable[[str], UnitState]
-) -> list[StepPreview]:
-    """Each step of ``plan`` with its preconditions checked against live state now (one
-    read per unit), in the words ``opsbot apply --dry-run`` prints."""
-    states: dict[str, UnitState | str] = {}
+class LiveStates:
+    """Each unit's live state read once, for the preview and the verdict alike: what the
+    dry run shows is what it judged (a read that failed is its message)."""
+
+    def __init__(self, read_state: Callable[[str], UnitState]) -> None:
+        self._read = read_state
+        self._seen: dict[str, UnitState | str] = {}
+
+    def get(self, unit: str) -> UnitState | str:
+        if unit not in self._seen:
+            try:
+                self._seen[unit] = self._read(unit)
+            except UnitStateError as exc:
+                self._seen[unit] = exc.message
+        return self._seen[unit]
+
+    def read(self, unit: str) -> UnitState:
+        """As ``read_state``: the state, or UnitStateError again."""
+        state = self.get(unit)
+        if isinstance(state, str):
+            raise UnitStateError(state)
+        return state
+
+
+def preview_steps(plan: Plan, argv: list[list[str]], live: LiveStates) -> list[StepPreview]:
+    """Each step of ``plan`` with its preconditions checked against live state now, in
+    the words ``opsbot apply --dry-run`` prints."""
     previews: list[StepPreview] = []
     for step, step_argv_ in zip(plan.steps, argv, strict=True):
         unit = step.args.unit
@@ -74,12 +99,7 @@ def preview_steps(
         does = f"{tool.verb} {unit}: {tool.summary}" if tool else f"{step.tool} {unit}"
         checks: list[Check] = []
         if step.expect is not None:
-            if unit not in states:
-                try:
-                    states[unit] = read_state(unit)
-                except UnitStateError as exc:
-                    states[unit] = exc.message
-            state = states[unit]
+            state = live.get(unit)
             if isinstance(state, str):
                 checks.append(Check(state, False))
             else:
@@ -114,7 +134,8 @@ class Applier:
                         outcome = self._apply_one(plan_id)
                     except ExecutorError as exc:
                         log.error("apply.error", error=exc.message)
-                        outcome = Outcome(plan_id, PlanState.PROPOSED, exc.message)
+                        state = PlanState.PROPOSED  # unknown: it could not be read
+                        outcome = Outcome(plan_id, state, exc.message, error=True)
                     finally:
                         # _apply_one binds this plan's sha256; it must not label the next.
                         structlog.contextvars.unbind_contextvars("sha256")
@@ -245,17 +266,21 @@ class Applier:
         try:
             status, decision = self._decide(plan_id)
         except ExecutorError as exc:
-            return Outcome(plan_id, PlanState.PROPOSED, f"would not run: {exc.message}")
+            state = PlanState.PROPOSED
+            return Outcome(plan_id, state, f"would not run: {exc.message}", error=True)
         finally:
             structlog.contextvars.unbind_contextvars("sha256")
-        state, argv = status.state, decision.argv
+        state, argv, action = status.state, decision.argv, str(decision.action)
         if decision.action == "skip":
             return None
-        preview = preview_steps(decision.plan, argv, self.read_state) if decision.plan else []
+        live = LiveStates(self.read_state)
+        preview = preview_steps(decision.plan, argv, live) if decision.plan else []
 
-        def would(message: str) -> Outcome:
-            return Outcome(plan_id, state, message, argv, preview=preview)
+        def would(message: str, what: str = action) -> Outcome:
+            return Outcome(plan_id, state, message, argv, preview=preview, would=what)
 
+        if decision.action == "interrupt" and self.store.apply_running():
+            return would("is being applied now, by an apply that holds the lock", "running")
         if decision.action == "wait":
             return would("would not run: not approved")
         if decision.action == "interrupt":
@@ -267,14 +292,10 @@ class Applier:
         if decision.action == "refuse":
             return would(f"would not run: {decision.reason}")
         if self.store.is_consumed(plan_id):
-            return would("would not run: approval was already used by another apply")
-        # The same checks the apply makes right before the steps, read once and shown.
-        unmet = [
-            f"step {index}: {check.text}"
-            for index, step in enumerate(preview, 1)
-            for check in step.checks
-            if not check.holds
-        ]
-        if unmet:
-            return would("would become STALE: " + "; ".join(unmet))
+            return would("would not run: approval was already used by another apply", "refuse")
+        # The apply's own check right before the steps, on the states the preview shows.
+        assert decision.plan is not None
+        mismatch = precondition_mismatch(decision.plan, live.read)
+        if mismatch:
+            return would(f"would become STALE: {mismatch}", "stale")
         return would(f"would run {len(argv)} step(s) (dry run: nothing was run)")

@@ -56,6 +56,8 @@ def outcome_json(o: Outcome) -> dict[str, Any]:
         "message": o.message,
         "argv": o.argv,
         "ran": o.ran,
+        **({"would": o.would} if o.would else {}),
+        **({"error": True} if o.error else {}),
         **(
             {
                 "steps": [

@@ -37,7 +37,7 @@ class StoreError(ExecutorError):
 
 
 class TamperedPlan(StoreError):
-    pass
+    exit_status = REFUSED  # the plan is refused, the store itself is fine
 
 
 class PlanRefused(ExecutorError):

@@ -285,6 +285,10 @@ def approve(
             except TransitionRefused as exc:
                 raise UsageError(exc.message) from exc
             store.save_status(status)
+        elif status.refusal:
+            # A renewed approval is news to the apply: the last refusal was of the old one
+            # (and `approve --wait` ends on the next refusal, the same words or not).
+            store.save_status(status.model_copy(update={"refusal": ""}))
     log.info(
         "plan.approved",
         plan_id=plan_id,

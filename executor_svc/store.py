@@ -344,6 +344,21 @@ class PlanStore:
 
     # -- apply lock -------------------------------------------------------------------
 
+    def apply_running(self) -> bool:
+        """Whether an apply holds the lock now (read-only: the dry run asks this, and
+        neither creates the lock file nor takes it)."""
+        try:
+            fd = os.open(self.root / "apply.lock", os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # closing drops a lock taken here
+        return False
+
     @contextlib.contextmanager
     def apply_lock(self, timeout: float = 30.0) -> Iterator[None]:
         path = self.root / "apply.lock"

@@ -26,6 +26,7 @@ import json
 import shlex
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,7 +47,7 @@ from opsbot_cli.output import (
     printable,
     require_root,
 )
-from shared_io.exit_codes import FAILED, OK, REFUSED, WAITING, for_state, worst
+from shared_io.exit_codes import ERROR, FAILED, OK, REFUSED, WAITING, at_timeout, for_state, worst
 from shared_io.paths import Paths
 from shared_io.run import RunResult, run
 
@@ -96,28 +97,35 @@ def run_command(args: argparse.Namespace, paths: Paths) -> int:
     return report.exit_status(lambda outcomes: _finish(outcomes, paths, args.json, verbose))
 
 
+#: What the next apply would do with a plan (Outcome.would), as the dry run's status.
+DRY_STATUS = {
+    "run": OK,
+    "running": OK,  # an apply holds it now: nothing for this one to do
+    "wait": WAITING,
+    "interrupt": FAILED,
+    "expire": REFUSED,
+    "stale": REFUSED,
+    "refuse": REFUSED,
+}
+
+
 def _dry_status(outcome: dict[str, Any]) -> int:
-    message = str(outcome["message"])
-    if message.startswith("would run"):
-        return OK
-    if message == "would not run: not approved":
-        return WAITING
-    if message.startswith("would become INTERRUPTED"):
-        return FAILED
-    return REFUSED
+    if outcome.get("error"):
+        return ERROR
+    return DRY_STATUS.get(str(outcome.get("would", "")), ERROR)
 
 
 def _plan_status(outcome: dict[str, Any]) -> int:
     """What one plan's outcome means for apply's exit status (after verification)."""
+    if outcome.get("error"):
+        return ERROR  # it could not be read or judged
     state = str(outcome["state"])
     ended = for_state(state)
     if ended is not None:
         return ended
-    if state == "PROPOSED":
-        return WAITING
-    if state == "APPLIED":
-        return FAILED  # not verified when the wait ended: not known to be fixed
-    return REFUSED  # APPROVED and not run: its approval was refused
+    if state == "APPROVED":
+        return REFUSED  # the run did not run it: its approval was refused
+    return at_timeout(state)  # PROPOSED waits; APPLIED not verified when the wait ended
 
 
 def _finish(outcomes: list[dict[str, Any]], paths: Paths, as_json: bool, verbose: bool) -> int:
@@ -144,13 +152,15 @@ def _await_verification(applied: list[dict[str, Any]], paths: Paths, *, quiet: b
 
     settle = load_config(paths.config).executor.settle_seconds
     store = PlanStore(paths.state_dir)
+    # One deadline for all: opsbot-verify checks the plans of a run side by side.
+    deadline = time.monotonic() + settle + VERIFY_MARGIN
     for outcome in applied:
         if not quiet:
             out(f"{outcome['plan_id']}  waiting for opsbot-verify (health must hold {settle} s)")
         followed = follow(
             store,
             str(outcome["plan_id"]),
-            timeout=settle + VERIFY_MARGIN,
+            timeout=max(deadline - time.monotonic(), 0.0),
             on_change=(lambda _s: None) if quiet else say_change,
         )
         outcome["state"] = str(followed.status.state)
@@ -321,11 +331,12 @@ def _print_dry_run(outcomes: list[dict[str, Any]], verbose: bool) -> None:
             continue
         out(f"{printable(str(o['plan_id']))}:")
         for index, step in enumerate(o["steps"], 1):
-            for line in fit(printable(shlex.join(step["argv"])), f"  {index}. ", lines=1):
+            argv = printable(shlex.join(step["argv"]))
+            for line in fit(argv, f"  {index}. ", lines=1, verbose=verbose):
                 out(line)
             for check in step["checks"]:
                 said = f"{one_line(check['text'])}: {'yes' if check['holds'] else 'NO'}"
                 for line in fit(said, "     ", lines=2, verbose=verbose):
                     out(line)
-            for line in fit(f"-> {printable(step['does'])}", "     ", lines=1):
+            for line in fit(f"-> {printable(step['does'])}", "     ", lines=1, verbose=verbose):
                 out(line)

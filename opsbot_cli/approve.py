@@ -46,7 +46,7 @@ from opsbot_cli.output import (
     when,
 )
 from shared_io.config import load_config
-from shared_io.exit_codes import OK, REFUSED, WAITING, for_state
+from shared_io.exit_codes import OK, REFUSED, at_timeout, for_state
 from shared_io.paths import DEFAULTS, Paths
 from shared_io.run import run as run_program
 from shared_schema.timespan import parse_timespan
@@ -140,6 +140,8 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         if not confirmed(reviewed, ttl, stream):
             raise ConsoleError(f"plan {plan_id} was not approved: the answer was not yes")
         prefix = reviewed.record.sha256
+    # Before the approval exists: a run going on now may never see it.
+    busy = _watched(paths) and apply_running()
     done = approve(
         store,
         paths.approvals_dir,
@@ -150,7 +152,7 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         now=utcnow(),
         ttl_seconds=ttl,
     )
-    next_apply, applies = start_apply(paths)
+    next_apply, applies = start_apply(paths, busy)
     said = {
         "approval": done.approval.model_dump(mode="json"),
         "next_apply": next_apply,
@@ -179,9 +181,11 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         store, plan_id, timeout=timeout, on_change=_quiet if args.json else say_change
     )
     status = followed.status
-    code = for_state(status.state) if followed.ended else WAITING
-    if code is None:  # ended by a refusal: the plan still APPROVED, not run
-        code = REFUSED
+    if not followed.ended:
+        code = at_timeout(status.state)
+    else:  # a final state, or a refusal (the plan still APPROVED, not run)
+        ended = for_state(status.state)
+        code = REFUSED if ended is None else ended
     if args.json:
         json_out(
             {
@@ -211,7 +215,17 @@ def wait_timeout(value: str) -> float:
     return seconds
 
 
-def start_apply(paths: Paths) -> tuple[str, bool]:
+def _watched(paths: Paths) -> bool:
+    """Whether opsbot-apply's units read the approvals directory of ``paths``."""
+    return paths.approvals_dir == Path(DEFAULTS["OPSBOT_APPROVALS_DIR"])
+
+
+def apply_running() -> bool:
+    """Whether opsbot-apply.service is running now (a oneshot: activating)."""
+    return _show(APPLY_UNIT, "ActiveState").get("ActiveState") in ("activating", "active")
+
+
+def start_apply(paths: Paths, busy: bool = False) -> tuple[str, bool]:
     """Ask systemd for an apply now where opsbot-apply.path is active; say what will apply
     the plan, from what systemd says now, and whether anything will.
 
@@ -219,22 +233,31 @@ def start_apply(paths: Paths) -> tuple[str, bool]:
     while the service it started runs (and root moves used approvals away as it stops):
     an approval written then would wait for the timer. So, where the path unit is active
     (applies on approval are wanted) and for the approvals directory the unit reads, ask
-    systemd directly (queued after a run that is going on).
+    systemd directly; where a run was going on before the approval (``busy``), say
+    that the timer will take it.
     """
-    if paths.approvals_dir != Path(DEFAULTS["OPSBOT_APPROVALS_DIR"]):
+    if not _watched(paths):
         return (
             f"nothing applies it on its own: opsbot-apply's units read "
             f"{DEFAULTS['OPSBOT_APPROVALS_DIR']}, not {paths.approvals_dir}",
             False,
         )
+    timer = _show(APPLY_TIMER, "ActiveState", "NextElapseUSecRealtime")
+    timer_on = timer.get("ActiveState") == "active"
     if _active(APPLY_PATH):
+        if busy:
+            # A run that began before the approval was written may have read the plans
+            # already, and a start now would merge into it: the timer's next run (a
+            # minute after this one ends) takes it.
+            after = f"; {APPLY_TIMER} takes it a minute after that run" if timer_on else ""
+            return f"an apply is running now{after}", timer_on
         started = run_program(["systemctl", "start", "--no-block", APPLY_UNIT], timeout=10)
         if started.ok:
             return f"{APPLY_UNIT} starts now ({APPLY_PATH} is active)", True
-    timer = _show(APPLY_TIMER, "ActiveState", "NextElapseUSecRealtime")
-    if timer.get("ActiveState") == "active":
-        at = timer.get("NextElapseUSecRealtime") or "its next run"
-        return f"{APPLY_TIMER} applies it at {printable(at)} ({APPLY_PATH} is not active)", True
+    if timer_on:
+        at = timer.get("NextElapseUSecRealtime", "")
+        when_ = f"at {printable(at)}" if at and at != "n/a" else "a minute after its last run"
+        return f"{APPLY_TIMER} applies it {when_} ({APPLY_PATH} is not active)", True
     return (
         f"nothing applies it on its own: {APPLY_PATH} and {APPLY_TIMER} are inactive; run "
         f"`opsbot apply` (root), or `systemctl enable --now {APPLY_PATH} {APPLY_TIMER}`",

@@ -63,14 +63,14 @@ def follow(
     deadline = clock() + timeout
     shown: tuple[str, str] | None = None
     status = store.status(plan_id)
-    earlier_refusal = status.refusal  # from before this wait: not news
     while True:
         seen = (str(status.state), status.refusal)
         if seen != shown:
             if shown is not None:
                 on_change(status)
             shown = seen
-        refused = status.state == "APPROVED" and status.refusal not in ("", earlier_refusal)
+        # approve clears a refusal when it writes the approval: any refusal is this one's.
+        refused = status.state == "APPROVED" and bool(status.refusal)
         if for_state(status.state) is not None or refused:
             return Followed(status, ended=True)
         if clock() >= deadline:

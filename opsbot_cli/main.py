@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 from opsbot_cli.errors import from_os_error, internal_error
 from shared_io.errors import ConfigError, OpsbotError
-from shared_io.exit_codes import help_text
+from shared_io.exit_codes import ERROR, TABLE, help_text
 from shared_io.paths import Paths
 
 
@@ -171,9 +171,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"opsbot: error: {' '.join(exc.message.split())}", file=sys.stderr)
         if exc.hint:
             _say("opsbot: hint: ", exc.hint)
-        return exc.exit_status
+        return documented(exc.exit_status)
     except KeyboardInterrupt:
         return 130
+
+
+def documented(status: int) -> int:
+    """``status`` if the exit-status table has it, else 1: a daemon's own sysexits value
+    (74 a store that cannot be written, 69 away) is an error to a script."""
+    return status if status in {code for code, _ in TABLE} else ERROR
 
 
 def _say(head: str, text: str) -> None:

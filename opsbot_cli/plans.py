@@ -81,12 +81,16 @@ def states_arg(values: list[str]) -> set[str]:
 def since_arg(value: str, now: float) -> datetime:
     """``--since WHEN``: a time span ago as systemd writes it (``2h``, ``1d 12h``, also
     ``-2h`` and ``2h ago``), or an ISO date or date and time; local time unless it says
-    its zone (``Z``, ``+01:00``, `` UTC``, as ``opsbot plans`` prints times)."""
+    its zone (``Z``, ``+01:00``, `` UTC``; ``opsbot plans`` prints times in UTC on a host
+    whose zone is UTC, and a zone name other than UTC is not understood here)."""
     text = value.strip()
     span = text.removeprefix("-").removesuffix("ago").strip()
     seconds = plain.parse_timespan(span) if text else None
     if seconds is not None:
-        return datetime.fromtimestamp(now - seconds, UTC)
+        try:
+            return datetime.fromtimestamp(now - seconds, UTC)
+        except (OverflowError, OSError, ValueError):
+            raise UsageError(f"--since {printable(value[:20])!r}: too long ago") from None
     zone = UTC if text.endswith(" UTC") else None
     try:
         at = datetime.fromisoformat(text.removesuffix(" UTC"))

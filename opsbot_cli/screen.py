@@ -57,12 +57,29 @@ def json_text(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str)
 
 
+def pager_secure(environ: Mapping[str, str]) -> bool:
+    """systemd's secure pager mode: ``$SYSTEMD_PAGERSECURE`` if set, else on where this
+    process has privileges its user did not log in with (root through sudo or pkexec, or
+    a setuid euid). A user who may run only ``sudo opsbot show`` must not get a root
+    shell through the pager's ``!command``."""
+    said = environ.get("SYSTEMD_PAGERSECURE", "").strip().lower()
+    if said in ("0", "no", "false", "off"):
+        return False
+    if said in ("1", "yes", "true", "on"):
+        return True
+    elevated = os.geteuid() == 0 and any(k in environ for k in ("SUDO_UID", "PKEXEC_UID"))
+    return elevated or os.geteuid() != os.getuid()
+
+
 def pager_argv(environ: Mapping[str, str], is_tty: bool) -> list[str] | None:
     """The pager to page through, as systemctl picks it: none unless stdout is a
     terminal; ``$SYSTEMD_PAGER``, else ``$PAGER``, else ``less``; none if that is empty
-    or ``cat``."""
+    or ``cat``. In secure mode (:func:`pager_secure`) only ``less``, which
+    :func:`pager_environment` then runs with ``LESSSECURE=1``."""
     if not is_tty:
         return None
+    if pager_secure(environ):
+        return ["less"]
     said = environ.get("SYSTEMD_PAGER", environ.get("PAGER", "less"))
     argv = shlex.split(said) if said.strip() else []
     return None if not argv or argv == ["cat"] else argv
@@ -71,7 +88,10 @@ def pager_argv(environ: Mapping[str, str], is_tty: bool) -> list[str] | None:
 def pager_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """The pager's environment: ours, with ``LESS`` as systemd sets it (``$SYSTEMD_LESS``,
     else ``FRSXMK``: quit if one screen, raw colours, chop long lines, no init, ...)."""
-    return {**environ, "LESS": environ.get("SYSTEMD_LESS", LESS)}
+    env = {**environ, "LESS": environ.get("SYSTEMD_LESS", LESS)}
+    if pager_secure(environ):
+        env["LESSSECURE"] = "1"  # no shell escapes, no editor, no log files
+    return env
 
 
 def show(lines: Sequence[str], *, no_pager: bool, stream: TextIO | None = None) -> None:

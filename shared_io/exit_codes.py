@@ -55,6 +55,16 @@ _STATE_STATUS = {
 }
 
 
+def at_timeout(state: str) -> int:
+    """The exit status of a plan whose wait ended before it did: WAITING while it is not
+    approved or not yet applied, FAILED once its steps ran (APPLYING, or APPLIED and not
+    verified: not known to be fixed)."""
+    ended = for_state(state)
+    if ended is not None:
+        return ended
+    return WAITING if str(state) in ("PROPOSED", "APPROVED") else FAILED
+
+
 def for_state(state: str) -> int | None:
     """The exit status of a plan that ended in ``state``, or None while it has not ended."""
     return _STATE_STATUS.get(str(state))

@@ -139,6 +139,26 @@ def opsbot(
     return ct.run([OPSBOT, *args], check=check, user=user, timeout=timeout)
 
 
+def pause_applies(ct: BootedSystemd) -> None:
+    """Stop opsbot-apply.path and .timer, and wait for a run they started to end: a
+    ``systemctl start opsbot-apply.service`` while one runs joins that run, which may
+    have read the plans before the test's approval, instead of starting another."""
+    ct.systemctl("stop", "opsbot-apply.path", "opsbot-apply.timer")
+    ct.wait_for(
+        lambda: (
+            ct.systemctl("show", "-P", "ActiveState", "opsbot-apply.service").stdout.strip()
+            in ("inactive", "failed")
+        ),
+        timeout=120,
+        interval=0.2,
+        what="opsbot-apply.service idle",
+    )
+
+
+def resume_applies(ct: BootedSystemd) -> None:
+    ct.systemctl("start", "opsbot-apply.path", "opsbot-apply.timer")
+
+
 #: ``opsbot diagnose`` ended with a verdict: no change (0), a plan waits (3), a human must
 #: act (4), or the executor refused the plan (5) (shared_io/exit_codes.py).
 VERDICT_STATUSES = frozenset({0, 3, 4, 5})

@@ -20,9 +20,11 @@ from testbed.host import (
     approve,
     invocation,
     opsbot,
+    pause_applies,
     plan_state,
     request,
     restart_plan,
+    resume_applies,
     send_raw,
     submit,
     wait_state,
@@ -33,9 +35,9 @@ from testbed.observe import unit_properties
 @pytest.fixture
 def apply_paused(opsbot: BootedSystemd):  # type: ignore[no-untyped-def]
     """Stop the timer and path, so the test decides when an apply runs."""
-    opsbot.systemctl("stop", "opsbot-apply.path", "opsbot-apply.timer")
+    pause_applies(opsbot)
     yield opsbot
-    opsbot.systemctl("start", "opsbot-apply.path", "opsbot-apply.timer")
+    resume_applies(opsbot)
 
 
 def test_socket_is_owned_and_guarded_as_the_units_say(opsbot: BootedSystemd) -> None:

@@ -16,7 +16,15 @@ from typing import Any
 import pytest
 
 from testbed.container import BootedSystemd
-from testbed.host import approve, invocation, restart_plan, submit, wait_state
+from testbed.host import (
+    approve,
+    invocation,
+    pause_applies,
+    restart_plan,
+    resume_applies,
+    submit,
+    wait_state,
+)
 from testbed.host import opsbot as cli
 
 FLAKY = "demo-flaky.service"  # allowlisted for start_unit only (testbed/host.py)
@@ -173,9 +181,9 @@ def test_a_refused_plan_exits_5_and_a_plan_nothing_will_apply_exits_3(
     try:
         said = approve(ct, by_timer).stdout
         cli(ct, "reject", by_timer, "--reason", "exit-code test")
-        assert "opsbot-apply.timer applies it at " in said
+        assert "opsbot-apply.timer applies it " in said
         assert "(opsbot-apply.path is not active)" in said
-        ct.systemctl("stop", "opsbot-apply.timer")
+        pause_applies(ct)
         proc = approve(ct, waiting, "--wait", "--timeout", "3s", check=False)
         assert proc.returncode == 3, (proc.stdout, proc.stderr)
         assert "nothing applies it on its own" in proc.stdout
@@ -186,7 +194,7 @@ def test_a_refused_plan_exits_5_and_a_plan_nothing_will_apply_exits_3(
         assert ": yes" in out
     finally:
         cli(ct, "reject", waiting, "--reason", "exit-code test")
-        ct.systemctl("start", "opsbot-apply.path", "opsbot-apply.timer")
+        resume_applies(ct)
     assert wait_state(ct, waiting, {"REJECTED"}) == "REJECTED"
 
 
@@ -219,7 +227,7 @@ def test_apply_prints_each_step_waits_for_verification_and_sums_up(
     exit 0 once health held. An apply with only an unapproved plan left exits 3."""
     ct = opsbot
     nothing_else_waits(ct)
-    ct.systemctl("stop", "opsbot-apply.path", "opsbot-apply.timer")
+    pause_applies(ct)
     try:
         ct.systemctl("kill", "--signal=KILL", "demo-web.service")
         ct.wait_for(
@@ -242,4 +250,4 @@ def test_apply_prints_each_step_waits_for_verification_and_sums_up(
         assert f"{waiting}  PROPOSED" in out
         cli(ct, "reject", waiting)
     finally:
-        ct.systemctl("start", "opsbot-apply.path", "opsbot-apply.timer")
+        resume_applies(ct)

@@ -74,3 +74,30 @@ def test_the_worst_outcome_wins_and_states_map_to_their_status() -> None:
         REFUSED,
         None,
     ]
+
+
+def test_a_status_outside_the_table_reaches_a_script_as_1() -> None:
+    """A daemon's own sysexits value (74: a store that cannot be written) is an error to
+    a script reading the table, not a status of its own."""
+    from opsbot_cli.main import documented
+
+    assert [documented(s) for s in (0, 3, 5, 6, 78, 74, 69, 70)] == [0, 3, 5, 6, 78, 1, 1, 1]
+
+
+def test_a_plan_that_could_not_be_read_is_an_error_not_a_wait() -> None:
+    """An outcome the apply could not judge (its files unreadable) makes apply and its dry
+    run exit 1, not 3 as if it waited for approval; at a timeout, a plan whose steps ran
+    but is not verified is 6, one not yet approved 3."""
+    from opsbot_cli.apply import _dry_status, _plan_status
+    from shared_io.exit_codes import at_timeout
+
+    broken = {
+        "plan_id": "x",
+        "state": "PROPOSED",
+        "message": "cannot read",
+        "argv": [],
+        "ran": False,
+        "error": True,
+    }
+    assert (_plan_status(broken), _dry_status(broken)) == (1, 1)
+    assert [at_timeout(s) for s in ("PROPOSED", "APPROVED", "APPLYING", "APPLIED")] == [3, 3, 6, 6]

@@ -62,3 +62,21 @@ def test_on_a_terminal_the_pager_is_started(
     screen.show(["a", "b"], no_pager=False)
     assert seen.read_text() == "a\nb\n"
     assert terminal.getvalue() == ""
+
+
+def test_root_through_sudo_pages_only_with_a_secure_less(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An approver allowed `sudo opsbot show` must not reach a root shell through $PAGER
+    or less's `!`: under sudo as root, only less, with LESSSECURE=1, as systemd does."""
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(os, "getuid", lambda: 0)
+    environ = {"SUDO_UID": "1000", "PAGER": "sh -c 'exec sh'"}
+    assert screen.pager_argv(environ, is_tty=True) == ["less"]
+    assert screen.pager_environment(environ)["LESSSECURE"] == "1"
+    plain_root = {"PAGER": "most"}
+    assert screen.pager_argv(plain_root, is_tty=True) == ["most"]
+    assert "LESSSECURE" not in screen.pager_environment(plain_root)
+    assert screen.pager_argv({**environ, "SYSTEMD_PAGERSECURE": "0"}, is_tty=True) == [
+        "sh",
+        "-c",
+        "exec sh",
+    ]

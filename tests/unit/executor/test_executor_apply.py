@@ -405,7 +405,10 @@ def test_a_dry_run_checks_preconditions_as_the_apply_would(
     approved(store, approvals_dir, record)
     applier.read_state = unit_in("active", "running")
     [dry] = applier.apply_all(dry_run=True)
-    assert dry.message == ("would become STALE: step 1: nginx.service is failed now (live: active)")
+    assert dry.message == (
+        "would become STALE: step 1: nginx.service is active/running (load: loaded); the "
+        "plan expected active state failed"
+    )
     [step_preview] = dry.preview
     assert [c.line() for c in step_preview.checks] == [
         "nginx.service is failed now (live: active): NO"

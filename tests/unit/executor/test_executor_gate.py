@@ -327,3 +327,40 @@ def store_records(store: PlanStore) -> list[PlanRecord]:
         submitted(store, plan_of(step("restart_unit", "nginx.service"))),
         submitted(store, plan_of(step("restart_unit", "app.service"))),
     ]
+
+
+def test_a_renewed_approval_clears_the_refusal_of_the_old_one(
+    store: PlanStore, approvals_dir: Path, record: PlanRecord
+) -> None:
+    """The apply refused the first approval (recorded once, as `refusal`); root approves
+    again: the refusal is gone, so the next one, even in the same words, is news (what
+    `opsbot approve --wait` ends on)."""
+    approve_as_root(store, approvals_dir, record.plan_id, record.sha256[:12], logged(record))
+    status = store.status(record.plan_id)
+    store.save_status(status.model_copy(update={"refusal": "approval is not valid: ..."}))
+    approve_as_root(store, approvals_dir, record.plan_id, record.sha256[:12], logged(record))
+    renewed = store.status(record.plan_id)
+    assert (renewed.state, renewed.refusal) == (PlanState.APPROVED, "")
+
+
+def test_a_dry_run_beside_a_running_apply_does_not_call_its_plan_interrupted(
+    store: PlanStore,
+    approvals_dir: Path,
+    record: PlanRecord,
+    clock: Clock,
+    systemctl: Systemctl,
+) -> None:
+    """An apply holds the lock and its plan is APPLYING: the dry run says the plan is being
+    applied (nothing for the next apply to do), not that an apply died in it."""
+    approved(store, approvals_dir, record)
+    status = store.status(record.plan_id)
+    store.save_status(status.model_copy(update={"state": PlanState.APPLYING}))
+    dry = applier(store, approvals_dir, clock, systemctl)
+    with store.apply_lock():
+        [busy] = dry.apply_all(dry_run=True)
+    assert (busy.would, busy.message) == (
+        "running",
+        "is being applied now, by an apply that holds the lock",
+    )
+    [dead] = dry.apply_all(dry_run=True)  # no lock held: the apply died in it
+    assert dead.would == "interrupt" and dead.message.startswith("would become INTERRUPTED")

@@ -1,0 +1,62 @@
+"""``opsbot approve --wait`` follows a plan in the store until it ends: a final state, or
+the apply refusing its approval (the plan still APPROVED, a refusal recorded); the
+deadline otherwise. Time is the test's clock, not the machine's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from executor_svc.records import StatusRecord
+from executor_svc.store import PlanStore
+from opsbot_cli.follow import follow
+from shared_schema import PlanState
+from tests.unit.executor.helpers import plan_of, submitted
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_follow_ends_on_the_apply_refusing_the_approval(tmp_path: Path) -> None:
+    store = PlanStore(tmp_path)
+    store.ensure()
+    record = submitted(store, plan_of())
+    store.save_status(StatusRecord(plan_id=record.plan_id, state=PlanState.APPROVED))
+    clock = Clock()
+    seen: list[str] = []
+
+    def sleep(seconds: float) -> None:
+        clock.now += seconds
+        if clock.now >= 2:  # two seconds in, the apply refuses it
+            status = store.status(record.plan_id)
+            store.save_status(status.model_copy(update={"refusal": "no approval"}))
+
+    followed = follow(
+        store,
+        record.plan_id,
+        timeout=60,
+        on_change=lambda s: seen.append(s.refusal),
+        clock=clock,
+        sleep=sleep,
+    )
+    assert followed.ended and followed.status.refusal == "no approval"
+    assert seen == ["no approval"]
+    assert clock.now < 3
+
+
+def test_follow_gives_up_at_its_deadline(tmp_path: Path) -> None:
+    store = PlanStore(tmp_path)
+    store.ensure()
+    record = submitted(store, plan_of())
+    clock = Clock()
+
+    def sleep(seconds: float) -> None:
+        clock.now += seconds
+
+    followed = follow(store, record.plan_id, timeout=5, clock=clock, sleep=sleep)
+    assert not followed.ended and followed.status.state == PlanState.PROPOSED
+    assert 5 <= clock.now < 6
