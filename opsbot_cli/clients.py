@@ -5,7 +5,7 @@ is one line with a hint that says what to check."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -92,6 +92,24 @@ def request_plain(path: Path, line: bytes, timeout: float = EXECUTOR_TIMEOUT) ->
         return plain.decode_reply(reply)
     except plain.MalformedReply as exc:
         raise malformed(exc.what) from exc
+
+
+def ask_plain(
+    path: Path, line: bytes, shape: Callable[[dict[str, Any]], dict[str, Any] | str]
+) -> dict[str, Any]:
+    """:func:`request_plain`, its reply checked by ``shape`` (opsbot_cli.plain's
+    ``plan_list``, ``plan_detail``): what it returns, or the executor's refusal as one
+    line, or a malformed reply said as one."""
+    from opsbot_cli.screen import printable
+
+    reply = request_plain(path, line)
+    try:
+        shaped = shape(reply)
+    except plain.MalformedReply as exc:
+        raise malformed(exc.what) from exc
+    if isinstance(shaped, str):
+        raise ConsoleError(printable(shaped))
+    return shaped
 
 
 def malformed(what: str) -> ConsoleError:

@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from opsbot_cli import plain, screen
-from opsbot_cli.clients import malformed, request_plain
-from opsbot_cli.errors import ConsoleError, UsageError
+from opsbot_cli.clients import ask_plain
+from opsbot_cli.errors import UsageError
 from opsbot_cli.screen import cut, printable, when
 from shared_io.paths import Paths
 
@@ -107,13 +107,7 @@ def since_arg(value: str, now: float) -> datetime:
 def run(args: argparse.Namespace, paths: Paths) -> int:
     states = states_arg(args.state)
     since = since_arg(args.since, time.time()) if args.since is not None else None
-    reply = request_plain(paths.executor_socket, plain.list_request())
-    try:
-        listing = plain.plan_list(reply)
-    except plain.MalformedReply as exc:
-        raise malformed(exc.what) from exc
-    if isinstance(listing, str):
-        raise ConsoleError(printable(listing))
+    listing = ask_plain(paths.executor_socket, plain.list_request(), plain.plan_list)
     shown = [
         p
         for p in listing["plans"]

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from opsbot_cli import plain, screen
-from opsbot_cli.clients import malformed, request_plain
+from opsbot_cli.clients import ask_plain
 from opsbot_cli.errors import ConsoleError
 from opsbot_cli.output import plan_id_arg
 from opsbot_cli.screen import printable, when
@@ -48,13 +48,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace, paths: Paths) -> int:
-    reply = request_plain(paths.executor_socket, plain.show_request(plan_id_arg(args.plan_id)))
-    try:
-        detail = plain.plan_detail(reply)
-    except plain.MalformedReply as exc:
-        raise malformed(exc.what) from exc
-    if isinstance(detail, str):
-        raise ConsoleError(printable(detail))
+    request = plain.show_request(plan_id_arg(args.plan_id))
+    detail = ask_plain(paths.executor_socket, request, plain.plan_detail)
     check_detail(detail)
     if args.json:
         print(screen.json_text(detail))
