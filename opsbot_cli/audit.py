@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from opsbot_cli.errors import ConsoleError
-from opsbot_cli.output import command, fit, json_out, out, plan_id_arg, printable, when
+from opsbot_cli.output import command, fit, json_out, plan_id_arg, printable, when
+from opsbot_cli.screen import show
 from opsbot_cli.story import read_story
 from shared_io.paths import Paths
 
@@ -15,6 +16,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("plan_id", metavar="ID")
     p.add_argument("--json", action="store_true", help="the trusted entries, whole")
     p.add_argument("-v", "--verbose", action="store_true", help="every field whole (sha256s, argv)")
+    p.add_argument(
+        "--no-pager", action="store_true", help="print, never through a pager (as journalctl)"
+    )
     p.set_defaults(func=run)
 
 
@@ -35,16 +39,17 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
             f"no journal entries from opsbot for plan {plan_id}",
             hint="reading the journal needs root or group systemd-journal",
         )
+    lines: list[str] = []
     for e in entries:
         # A root-run service may log PLAN_ID= too; what it wrote is shown, never obeyed.
-        out(f"{when(e.time)}  {printable(e.event):<18} [{printable(e.source)}]")
+        lines.append(f"{when(e.time)}  {printable(e.event):<18} [{printable(e.source)}]")
         details = " ".join(
             f"{k.lower()}={_short(k, printable(v), args.verbose)}" for k, v in e.fields.items()
         )
-        for line in fit(details, "    ", lines=3, verbose=args.verbose):
-            out(line)
+        lines += fit(details, "    ", lines=3, verbose=args.verbose)
     if ignored:
-        out(f"({ignored} entries naming this plan were ignored: not written by opsbot)")
+        lines.append(f"({ignored} entries naming this plan were ignored: not written by opsbot)")
+    show(lines, no_pager=args.no_pager)  # a long story pages on a terminal, as journalctl's
     return 0
 
 
