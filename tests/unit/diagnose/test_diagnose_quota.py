@@ -163,10 +163,11 @@ def ask(path: Path, unit: str = "demo-web.service") -> list[dict[str, object]]:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(10)
         conn.connect(str(path))
-        conn.sendall(json.dumps({"v": 1, "op": "diagnose", "unit": unit}).encode() + b"\n")
+        # A refusal is sent before the request is read, and the server may have closed
+        # before this send (EPIPE) or close after it (a reset): its line is read either way.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            conn.sendall(json.dumps({"v": 1, "op": "diagnose", "unit": unit}).encode() + b"\n")
         data = b""
-        # A refusal is sent before the request is read: the server's close then resets
-        # the connection, after its line.
         with contextlib.suppress(ConnectionResetError):
             while chunk := conn.recv(65536):
                 data += chunk
