@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,12 +31,14 @@ class UnitStateError(ExecutorError):
     """The live state of a unit could not be read."""
 
 
-def read_unit_state(unit: str, timeout: float = 15.0) -> UnitState:
+def show_properties(unit: str, properties: Sequence[str], timeout: float = 15.0) -> dict[str, str]:
+    """``systemctl show`` of ``properties`` of ``unit``, as a dict; UnitStateError if
+    systemctl fails."""
     argv = [
         "systemctl",
         "show",
         "--no-pager",
-        *(f"--property={p}" for p in _PROPERTIES),
+        *(f"--property={p}" for p in properties),
         "--",
         unit,
     ]
@@ -50,6 +52,11 @@ def read_unit_state(unit: str, timeout: float = 15.0) -> UnitState:
         key, sep, value = line.partition("=")
         if sep:
             values[key] = value
+    return values
+
+
+def read_unit_state(unit: str, timeout: float = 15.0) -> UnitState:
+    values = show_properties(unit, _PROPERTIES, timeout)
     return UnitState(
         unit=unit,
         load_state=values.get("LoadState", ""),

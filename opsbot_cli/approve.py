@@ -31,6 +31,7 @@ from executor_svc.gate import Reviewed, approve, is_sha256_prefix, review
 from executor_svc.policy import step_argv
 from executor_svc.records import StatusRecord
 from executor_svc.store import PlanStore, utcnow
+from executor_svc.unit_state import UnitStateError, show_properties
 from opsbot_cli import journal_witness
 from opsbot_cli.errors import ConsoleError, UsageError
 from opsbot_cli.follow import follow, say_change
@@ -270,11 +271,11 @@ def _active(unit: str) -> bool:
 
 
 def _show(unit: str, *properties: str) -> dict[str, str]:
-    argv = ["systemctl", "show", *(f"--property={p}" for p in properties), "--", unit]
-    result = run_program(argv, timeout=10)
-    if not result.ok:
+    """What systemd says of ``unit`` (nothing, where it cannot say: then no promise)."""
+    try:
+        return show_properties(unit, properties, timeout=10)
+    except UnitStateError:
         return {}
-    return dict(line.partition("=")[::2] for line in result.output.splitlines() if "=" in line)
 
 
 def confirmed(reviewed: Reviewed, ttl: int, stream: TextIO) -> bool:
