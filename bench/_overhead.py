@@ -117,7 +117,9 @@ class InstantSubmitter:
     def __init__(self, clock: _Clock) -> None:
         self.clock = clock
 
-    def submit(self, plan: dict[str, Any], run_id: str, symptom: str) -> Accept:
+    def submit(
+        self, plan: dict[str, Any], run_id: str, symptom: str, evidence: Sequence[str] = ()
+    ) -> Accept:
         started = time.perf_counter()
         parsed = parse_plan(plan)
         reply = Accept(plan_id="20261129-220000-0a1b2c3d", sha256=parsed.fingerprint())  # type: ignore[union-attr]

@@ -14,7 +14,7 @@ submission is an ExecutorProtocolError.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,9 @@ from shared_schema import (
 )
 from shared_schema import SubmitPlan as SubmitPlanRequest
 from shared_schema._model import Model
+
+#: What the wire takes of a run's evidence (SubmitPlan.evidence): two lines of 300 characters.
+EVIDENCE_LINES, EVIDENCE_CHARS = 2, 300
 
 log = structlog.get_logger(__name__)
 
@@ -167,9 +170,14 @@ class ExecutorClient:
             f"the executor at {self.socket_path} answered {what} with {reply.verdict}{detail}"
         )
 
-    def submit(self, plan: dict[str, Any], run_id: str, symptom: str) -> SubmitReply:
+    def submit(
+        self, plan: dict[str, Any], run_id: str, symptom: str, evidence: Sequence[str] = ()
+    ) -> SubmitReply:
         request = SubmitPlanRequest(
-            plan=plan, run_id=run_id, symptom=symptom[:SYMPTOM_LIMIT] or None
+            plan=plan,
+            run_id=run_id,
+            symptom=symptom[:SYMPTOM_LIMIT] or None,
+            evidence=[line[:EVIDENCE_CHARS] for line in evidence[:EVIDENCE_LINES]],
         )
         reply = self._exchange(request)
         if not isinstance(reply, Accept | Revise | Reject):

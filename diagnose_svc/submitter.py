@@ -6,6 +6,7 @@ it over the executor's Unix socket.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from shared_schema import Accept, Reject, Revise
@@ -19,4 +20,7 @@ class Submitter(Protocol):
     Raises ExecutorError (diagnose_svc.errors) when the executor cannot be asked.
     """
 
-    def submit(self, plan: dict[str, Any], run_id: str, symptom: str) -> SubmitReply: ...
+    def submit(
+        self, plan: dict[str, Any], run_id: str, symptom: str, evidence: Sequence[str] = ()
+    ) -> SubmitReply:
+        """``evidence``: what the run saw, at most two lines (shown to the approver)."""

@@ -3,7 +3,9 @@
 For each stored plan, under the apply lock, :func:`executor_svc.gate.decide` says what
 may happen; then: an APPLYING plan left by a dead apply becomes INTERRUPTED; an old plan,
 or one whose approval ran out, EXPIRED; a plan today's policy refuses STALE; a refused
-approval is logged once and the plan keeps waiting. A plan that may run has its approval
+approval is logged once and the plan keeps waiting; so does an approved plan outside its
+apply window, its status saying when the window opens (written when that changes, for
+``opsbot show`` and ``opsbot plans``). A plan that may run has its approval
 consumed, every step's ``expect`` re-checked against live state (any mismatch: STALE,
 nothing runs), then its steps run in order, each recorded before and after it runs. A
 plan without a valid approval never runs; no flag relaxes that (``dry_run`` makes the
@@ -19,7 +21,7 @@ from pathlib import Path
 import structlog
 
 from executor_svc.errors import ExecutorError
-from executor_svc.gate import Decision, decide, precondition_mismatch
+from executor_svc.gate import Decision, decide, precondition_mismatch, window_wait
 from executor_svc.records import StatusRecord
 from executor_svc.states import transition
 from executor_svc.store import PlanStore
@@ -57,8 +59,9 @@ class Outcome:
     message: str
     argv: list[list[str]] = field(default_factory=list)
     ran: bool = False
-    #: Dry run only: each step's preview, and what the apply would do (a Decision's
-    #: action, or "running": an apply holds the lock now).
+    #: Dry run: each step's preview, and what the apply would do (a Decision's action,
+    #: or "running": an apply holds the lock now). A real apply sets ``would`` only to
+    #: "wait", for an approved plan left waiting for its apply window.
     preview: list[StepPreview] = field(default_factory=list)
     would: str = ""
     #: The plan could not be read or judged (an error, not a state it is in).
@@ -166,6 +169,8 @@ class Applier:
     def _move(
         self, status: StatusRecord, new: PlanState, reason: str = "", **kw: object
     ) -> StatusRecord:
+        # Out of APPROVED, a plan waits for no window any more.
+        kw.setdefault("waits_for_window", None)
         moved = transition(status, new, by=self.actor, at=self.now(), reason=reason, **kw)
         self._save(moved)
         log.info(f"plan.{new.lower()}", state=str(new), reason=reason or None)
@@ -177,10 +182,23 @@ class Applier:
 
     def _refuse(self, status: StatusRecord, reason: str) -> Outcome:
         # Logged once per distinct reason, so a timer does not repeat it every minute.
-        if status.refusal != reason:
-            log.warning("approval.refused", reason=reason)
-            self._save(status.model_copy(update={"refusal": reason}))
+        if status.refusal != reason or status.waits_for_window is not None:
+            if status.refusal != reason:
+                log.warning("approval.refused", reason=reason)
+            self._save(status.model_copy(update={"refusal": reason, "waits_for_window": None}))
         return Outcome(status.plan_id, status.state, f"not run: {reason}")
+
+    def _wait(self, status: StatusRecord, decision: Decision) -> Outcome:
+        if decision.window is not None:
+            # Written (and logged) when it changes, so a timer does not repeat it.
+            waits = window_wait(decision.window)
+            if status.waits_for_window != waits:
+                opens = waits.opens_at if waits else None
+                log.info("plan.waiting", opens_at=opens.isoformat() if opens else None)
+                self._save(status.model_copy(update={"waits_for_window": waits}))
+            # APPROVED and not run, yet nothing refused: `opsbot apply` exits "waiting".
+            return Outcome(status.plan_id, status.state, decision.reason, would="wait")
+        return Outcome(status.plan_id, status.state, decision.reason)
 
     def _apply_one(self, plan_id: str) -> Outcome | None:
         status, decision = self._decide(plan_id)
@@ -198,7 +216,7 @@ class Applier:
         if decision.action == "expire":
             return self._ended(status, PlanState.EXPIRED, decision)
         if decision.action == "wait":
-            return Outcome(plan_id, status.state, decision.reason)
+            return self._wait(status, decision)
         if decision.action == "refuse":
             return self._refuse(status, decision.reason)
         if decision.action == "stale":
@@ -281,6 +299,8 @@ class Applier:
 
         if decision.action == "interrupt" and self.store.apply_running():
             return would("is being applied now, by an apply that holds the lock", "running")
+        if decision.action == "wait" and decision.window is not None:
+            return would(f"would not run now: {decision.reason}")
         if decision.action == "wait":
             return would("would not run: not approved")
         if decision.action == "interrupt":

@@ -6,7 +6,9 @@ is honoured only if: the approvals directory is root's and not writable by other
 file is a regular file (not a symlink), has one link, is owned by root and not writable
 by group or others; its plan id and fingerprint equal the stored plan's; it is not dated
 in the future (``approved_at`` at most ``CLOCK_SKEW`` ahead of now); it holds no longer
-than ``approval_ttl_seconds`` (``expires_at - approved_at``); it has not expired; and it
+than ``approval_ttl_seconds`` (``expires_at - approved_at``; with apply windows, or until
+the end of the window open at or next after ``approved_at``, at most 7 days, unless it
+overrides the windows); it has not expired; and it
 has not been used (see PlanStore.consume).
 
 Root takes an approval out of the apply's reach twice: ``opsbot reject`` removes it
@@ -121,11 +123,15 @@ def check_approval(
     now: datetime,
     *,
     ttl_ceiling_seconds: int,
+    lifetime_ceiling: Callable[[Approval], float] | None = None,
 ) -> CheckedApproval:
     """The approval for ``record`` if it passes every check; ApprovalRefused otherwise.
 
     ``ttl_ceiling_seconds`` is today's ``approval_ttl_seconds``: an approval that holds
     longer (a forged one, or one written before the ceiling was lowered) is refused.
+    Where apply windows are configured, ``lifetime_ceiling`` says how long this approval
+    may hold instead (executor_svc.windows.lifetime_ceiling: until the end of the window
+    open at or next after its ``approved_at``, at most 7 days).
     """
     _check_dir(approvals_dir)
     data, _ = read_approval_file(approval_path(approvals_dir, record.plan_id))
@@ -150,10 +156,20 @@ def check_approval(
             "approve the plan again"
         )
     lifetime = (approval.expires_at - approval.approved_at).total_seconds()
-    if lifetime > ttl_ceiling_seconds:
+    allowed = float(ttl_ceiling_seconds)
+    if lifetime_ceiling is not None:
+        allowed = lifetime_ceiling(approval)
+    if lifetime > allowed:
+        if allowed > ttl_ceiling_seconds:
+            rule = (
+                f"more than the {allowed:.0f} s its apply window allows (until that "
+                "window's end, at most 7 days)"
+            )
+        else:
+            rule = f"more than approval_ttl_seconds={ttl_ceiling_seconds}"
         raise ApprovalRefused(
             f"approval holds for {lifetime:.0f} s (until {approval.expires_at.isoformat()}), "
-            f"more than approval_ttl_seconds={ttl_ceiling_seconds}; approve the plan again"
+            f"{rule}; approve the plan again"
         )
     if approval.expired(now):
         raise ApprovalExpired(f"approval expired at {approval.expires_at.isoformat()}")
@@ -163,15 +179,27 @@ def check_approval(
 
 
 def write_approval(
-    approvals_dir: Path, record: PlanRecord, approver: str, now: datetime, ttl_seconds: int
+    approvals_dir: Path,
+    record: PlanRecord,
+    approver: str,
+    now: datetime,
+    ttl_seconds: int,
+    *,
+    expires_at: datetime | None = None,
+    override_window: bool = False,
 ) -> Approval:
-    """Write the approval of ``record`` (as root). Replaces an earlier, unused one."""
+    """Write the approval of ``record`` (as root). Replaces an earlier, unused one.
+
+    It expires after ``ttl_seconds``, or at ``expires_at`` where the caller computed it
+    (executor_svc.windows.approval_expiry); ``override_window`` lets it run outside the
+    apply windows (``opsbot approve --now``)."""
     approval = Approval(
         plan_id=record.plan_id,
         sha256=record.sha256,
         approver=approver,
         approved_at=now,
-        expires_at=now + timedelta(seconds=ttl_seconds),
+        expires_at=expires_at or now + timedelta(seconds=ttl_seconds),
+        override_window=override_window,
     )
     path = approval_path(approvals_dir, record.plan_id)
     with contextlib.suppress(FileNotFoundError):

@@ -7,8 +7,10 @@
         ├── StoreError            the state directory cannot be read or written (exit 74)
         │   └── TamperedPlan      a stored plan's bytes no longer match its fingerprint
         ├── PlanRefused           the plan's state or a rejection forbids it (exit 5)
+        ├── CalendarError         systemd-analyze refused an apply window's calendar (exit 78)
         └── ApprovalRefused       an approval failed a check; the message says which (exit 5)
-            └── ApprovalExpired   it did, but its time is over: the plan expires with it
+            ├── ApprovalExpired   it did, but its time is over: the plan expires with it
+            └── NoApplyWindow     no apply window opens within 7 days: nothing to approve for
 
 A bad config is shared_io.errors.ConfigError (exit 78). The console's statuses are
 shared_io/exit_codes.py; the daemons' own follow sysexits.h
@@ -49,4 +51,12 @@ class ApprovalRefused(ExecutorError):
 
 
 class ApprovalExpired(ApprovalRefused):
+    pass
+
+
+class CalendarError(ExecutorError):
+    exit_status = 78  # EX_CONFIG: [executor.apply_window] is wrong
+
+
+class NoApplyWindow(ApprovalRefused):
     pass

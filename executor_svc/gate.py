@@ -5,8 +5,11 @@
 dead apply is INTERRUPTED; an old one EXPIRED; a PROPOSED one waits; an APPROVED one runs
 only if its stored bytes still hash to its fingerprint, root has not rejected it, its
 approval passes every check (executor_svc.approvals, its lifetime included) and today's
-policy still allows every step. Right before the steps, :func:`precondition_mismatch`
-checks each step's ``expect`` against the live state.
+policy still allows every step; and then, where ``[executor.apply_window]`` is set, only
+inside an apply window (executor_svc.windows) unless root approved it with ``--now``:
+outside, it waits in APPROVED, and the apply that runs in the window decides again.
+Right before the steps, :func:`precondition_mismatch` checks each step's ``expect``
+against the live state.
 
 :func:`approve` and :func:`reject` are what root's ``opsbot approve`` / ``reject`` do:
 under the apply lock, so that no apply reads a half-made decision. The executor's uid
@@ -21,7 +24,7 @@ reads anything the executor owns, and leaves a root-owned rejection that ``decid
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -50,7 +53,18 @@ from executor_svc.states import TransitionRefused, transition
 from executor_svc.store import PlanStore
 from executor_svc.unit_state import UnitState, UnitStateError, expectation_mismatch
 from executor_svc.verification import history_errors
+from executor_svc.windows import (
+    Analyzer,
+    WindowState,
+    approval_expiry,
+    lifetime_ceiling,
+    span_text,
+    systemd_analyze,
+    window_state,
+)
 from shared_schema import Approval, ExecutorPolicy, Plan, PlanState, is_valid_plan_id
+from shared_schema.config import ApplyWindow
+from shared_schema.executor_socket import WindowWait
 
 log = structlog.get_logger("opsbot.executor.gate")
 
@@ -63,7 +77,8 @@ class Decision:
     """What today's checks say about one stored plan.
 
     ``skip``: final already; ``interrupt``: an apply died in it; ``expire``: too old or its
-    approval ran out; ``wait``: not approved; ``refuse``: an approval or the stored bytes
+    approval ran out; ``wait``: not approved, or approved and outside its apply window
+    (``window`` says when the next opens); ``refuse``: an approval or the stored bytes
     failed a check, or root rejected it (the plan keeps its state); ``stale``: today's
     policy refuses a step; ``run``: it may run, with this approval.
     """
@@ -73,6 +88,25 @@ class Decision:
     plan: Plan | None = None
     argv: list[list[str]] = field(default_factory=list)
     approval: CheckedApproval | None = None
+    window: WindowState | None = None
+
+
+def window_wait(state: WindowState) -> WindowWait | None:
+    """What the status record keeps of a closed window (None: it is open)."""
+    return None if state.open else WindowWait(opens_at=state.opens_at, closes_at=state.closes_at)
+
+
+def waits_text(state: WindowState) -> str:
+    """Why an approved plan does not run now, its window closed."""
+    if state.opens_at is None or state.closes_at is None:
+        return (
+            "approved; waits for its apply window, but none opens within 7 days: approve it "
+            "with `opsbot approve --now`, or change [executor.apply_window]"
+        )
+    return (
+        f"approved; waits for its apply window, {span_text(state.opens_at, state.closes_at)} "
+        "(its preconditions are checked then)"
+    )
 
 
 def decide(
@@ -83,8 +117,10 @@ def decide(
     approvals_dir: Path,
     policy: ExecutorPolicy,
     now: datetime,
+    analyze: Analyzer = systemd_analyze,
 ) -> Decision:
-    """May the plan of ``record`` run now? (See the module docstring.)"""
+    """May the plan of ``record`` run now? (See the module docstring.) ``analyze``
+    evaluates the apply windows' calendar expressions (systemd-analyze)."""
     if status.state is PlanState.APPLYING:
         return Decision("interrupt", INTERRUPTED_REASON)
     if status.state.is_final:
@@ -101,9 +137,26 @@ def decide(
     rejected = rejection_reason(approvals_dir, record.plan_id)
     if rejected:
         return Decision("refuse", f"{rejected}; it never runs", plan, argv)
+    windows = policy.apply_window
+    ttl = policy.approval_ttl_seconds
+
+    def ceiling(approval: Approval) -> float:
+        return lifetime_ceiling(
+            windows,
+            approval.approved_at,
+            ttl,
+            override=approval.override_window,
+            analyze=analyze,
+        )
+
     try:
         checked = check_approval(
-            approvals_dir, record, store, now, ttl_ceiling_seconds=policy.approval_ttl_seconds
+            approvals_dir,
+            record,
+            store,
+            now,
+            ttl_ceiling_seconds=ttl,
+            lifetime_ceiling=ceiling if windows else None,
         )
     except ApprovalExpired as exc:
         return Decision("expire", exc.message, plan, argv)
@@ -113,6 +166,11 @@ def decide(
     if errors:
         reason = "today's policy refuses it: " + "; ".join(str(e) for e in errors)
         return Decision("stale", reason, plan, argv)
+    if windows and not checked.approval.override_window:
+        state = window_state(windows, now, analyze=analyze)
+        if not state.open:
+            # The budget is judged when it may run: it may have recovered by then.
+            return Decision("wait", waits_text(state), plan, argv, window=state)
     # The budget again, now: plans approved together (or since this one was submitted)
     # may have spent it meanwhile.
     spent = history_errors(plan, store, policy, now)
@@ -165,9 +223,13 @@ class Reviewed:
 
 @dataclass(frozen=True)
 class Approved:
+    """What :func:`approve` wrote; ``window``: the apply windows as they stood then (open
+    where none is configured or root overrode them)."""
+
     record: PlanRecord
     plan: Plan
     approval: Approval
+    window: WindowState = WindowState(True, None, None)
 
 
 def _short(sha: str) -> str:
@@ -261,12 +323,20 @@ def approve(
     approver: str,
     now: datetime,
     ttl_seconds: int,
+    windows: Sequence[ApplyWindow] = (),
+    override_window: bool = False,
+    analyze: Analyzer = systemd_analyze,
 ) -> Approved:
     """Write the approval of ``plan_id`` bound to its sha256, and mark it APPROVED.
 
     Only a PROPOSED plan (or an APPROVED one, whose approval is renewed) that root did not
     reject, whose sha256 starts with ``sha256_prefix`` (what the operator reviewed: see
     :func:`is_sha256_prefix`) and is the one ``accepted`` says the executor logged.
+
+    It holds for ``ttl_seconds``; outside the apply ``windows``, until the end of the next
+    one (executor_svc.windows.approval_expiry: NoApplyWindow if none opens within 7 days)
+    unless ``override_window`` (``opsbot approve --now``), which lets it run at once and
+    is recorded in the approval and the journal.
     """
     if not is_sha256_prefix(sha256_prefix):
         raise UsageError(
@@ -276,27 +346,50 @@ def approve(
     with store.apply_lock():
         checked = _reviewable(store, approvals_dir, plan_id, accepted, sha256_prefix)
         record, status = checked.record, checked.status
-        approval = write_approval(approvals_dir, record, approver, now, ttl_seconds)
+        expires_at = approval_expiry(
+            windows, now, ttl_seconds, override=override_window, analyze=analyze
+        )
+        window = WindowState(True, None, None)
+        if windows and not override_window:
+            window = window_state(windows, now, analyze=analyze)
+        waits = window_wait(window)
+        approval = write_approval(
+            approvals_dir,
+            record,
+            approver,
+            now,
+            ttl_seconds,
+            expires_at=expires_at,
+            override_window=override_window,
+        )
         if status.state is PlanState.PROPOSED:
             try:
                 status = transition(
-                    status, PlanState.APPROVED, by=approver, at=now, approved_by=approver
+                    status,
+                    PlanState.APPROVED,
+                    by=approver,
+                    at=now,
+                    approved_by=approver,
+                    waits_for_window=waits,
                 )
             except TransitionRefused as exc:
                 raise UsageError(exc.message) from exc
             store.save_status(status)
-        elif status.refusal:
+        elif status.refusal or status.waits_for_window != waits:
             # A renewed approval is news to the apply: the last refusal was of the old one
             # (and `approve --wait` ends on the next refusal, the same words or not).
-            store.save_status(status.model_copy(update={"refusal": ""}))
+            update = {"refusal": "", "waits_for_window": waits}
+            store.save_status(status.model_copy(update=update))
     log.info(
         "plan.approved",
         plan_id=plan_id,
         sha256=record.sha256,
         approver=approver,
         expires_at=approval.expires_at.isoformat(),
+        override_window=True if override_window else None,
+        window_opens_at=waits.opens_at.isoformat() if waits and waits.opens_at else None,
     )
-    return Approved(record, checked.plan, approval)
+    return Approved(record, checked.plan, approval, window)
 
 
 def reject(

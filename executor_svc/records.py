@@ -7,6 +7,7 @@ from pydantic import Field
 
 from shared_schema import PlanState, StepRecord, Verification
 from shared_schema._model import Model
+from shared_schema.executor_socket import WindowWait
 from shared_schema.units import PlanId, Sha256Hex
 
 
@@ -18,6 +19,8 @@ class Provenance(Model):
     pid: int
     run_id: str | None = None
     symptom: str | None = None
+    #: What diagnosis said it saw (SubmitPlan.evidence): words for the approver, not proof.
+    evidence: list[str] = []
 
 
 class PlanRecord(Model):
@@ -54,6 +57,9 @@ class StatusRecord(Model):
     refusal: str = ""
     #: What opsbot-verify saw after the last step (VERIFIED / UNRESOLVED).
     verification: Verification | None = None
+    #: An APPROVED plan outside its apply window: when the window opens (the apply
+    #: writes it when that changes; ``opsbot show`` and ``opsbot plans`` say it).
+    waits_for_window: WindowWait | None = None
 
     @property
     def reason(self) -> str:

@@ -29,6 +29,7 @@ from shared_schema import (
     Plan,
     PlanDetail,
     PlanList,
+    PlanState,
     PlanSummary,
     Recorded,
     Reject,
@@ -78,6 +79,7 @@ def summary(record: PlanRecord, status: StatusRecord, plan: Plan | None) -> Plan
         submitted_by=record.submitted_by.user,
         reason=status.refusal or status.reason,
         verification=status.verification,
+        waits_for_window=status.waits_for_window if status.state is PlanState.APPROVED else None,
     )
 
 
@@ -140,6 +142,7 @@ class ExecutorService:
                 pid=peer.pid,
                 run_id=request.run_id,
                 symptom=request.symptom,
+                evidence=request.evidence,
             )
             try:
                 plan_id, sha, duplicate = self.store.add(parsed, provenance, self.now())

@@ -124,7 +124,8 @@ def _plan_status(outcome: dict[str, Any]) -> int:
     if ended is not None:
         return ended
     if state == "APPROVED":
-        return REFUSED  # the run did not run it: its approval was refused
+        # Not run: it waits for its apply window (3), or its approval was refused (5).
+        return WAITING if outcome.get("would") == "wait" else REFUSED
     return at_timeout(state)  # PROPOSED waits; APPLIED not verified when the wait ended
 
 

@@ -13,7 +13,11 @@ and in every case only if opsbot-executor.service's own ``plan.accepted`` journa
 for the id names the same sha256 (opsbot_cli/journal_witness.py, executor_svc/gate.py).
 
 Then it says what will apply the plan, as systemd has it now: opsbot-apply.path (active:
-an apply starts at once), else opsbot-apply.timer (its next run), else nothing. With
+an apply starts at once), else opsbot-apply.timer (its next run), else nothing. Where
+``[executor.apply_window]`` is set and no window is open, the approval holds until the
+next window's end (at most 7 days) and the plan waits in APPROVED for opsbot-apply.timer
+to run it in that window; ``--now`` overrides the windows for this plan (recorded in the
+approval and the journal) and it applies at once. With
 ``--wait`` it follows the plan to its end (applied, then VERIFIED or UNRESOLVED) and exits
 with that end's status: 0 VERIFIED, 6 FAILED or UNRESOLVED, 5 STALE, EXPIRED, REJECTED or
 an approval the apply refused, 3 still waiting when ``--timeout`` runs out.
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
@@ -32,6 +37,7 @@ from executor_svc.policy import step_argv
 from executor_svc.records import StatusRecord
 from executor_svc.store import PlanStore, utcnow
 from executor_svc.unit_state import UnitStateError, show_properties
+from executor_svc.windows import WindowState, approval_expiry, state_text, window_state
 from opsbot_cli import journal_witness
 from opsbot_cli.errors import ConsoleError, UsageError
 from opsbot_cli.follow import follow, say_change
@@ -75,7 +81,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="DURATION",
         help="how long the approval holds, as systemd writes it: 90 (seconds), 30s, 30m, "
         "2h, '1h 30min'; at least 1 s, at most the config's approval_ttl_seconds "
-        "(its default)",
+        "(its default); outside the apply windows it holds until the next one's end "
+        "(at most 7 days)",
+    )
+    p.add_argument(
+        "--now",
+        action="store_true",
+        help="run it at once, outside its apply window ([executor.apply_window]); recorded "
+        "in the approval and the journal",
     )
     p.add_argument(
         "--wait",
@@ -133,12 +146,17 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
     ceiling = config.executor.approval_ttl_seconds
     ttl = ceiling if args.ttl is None else ttl_arg(args.ttl, ceiling, paths.config)
     timeout = wait_timeout(args.timeout) if args.wait else 0.0
+    windows = config.executor.apply_window
+    # Before anything is asked: a window further than an approval holds refuses here.
+    expires = approval_expiry(windows, utcnow(), ttl, override=args.now)
+    window = window_state(windows, utcnow()) if windows and not args.now else None
     store = PlanStore(paths.state_dir)
     accepted = journal_witness.accepted(plan_id)
     if prefix is None:
         reviewed = review(store, paths.approvals_dir, plan_id, accepted)
         stream = sys.stderr if args.json else sys.stdout
-        if not confirmed(reviewed, ttl, stream):
+        waits = window is not None and not window.open
+        if not confirmed(reviewed, ttl, stream, window=window if waits else None, until=expires):
             raise ConsoleError(f"plan {plan_id} was not approved: the answer was not yes")
         prefix = reviewed.record.sha256
     # Before the approval exists: a run going on now may never see it.
@@ -152,12 +170,27 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         approver=operator_name(),
         now=utcnow(),
         ttl_seconds=ttl,
+        windows=windows,
+        override_window=args.now,
     )
-    next_apply, applies = start_apply(paths, busy)
+    if done.window.open:
+        next_apply, applies = start_apply(paths, busy)
+        if args.now and windows:
+            next_apply = f"overrides its apply window (--now): {next_apply}"
+    else:
+        next_apply, applies = window_apply(paths, done.window)
     said = {
         "approval": done.approval.model_dump(mode="json"),
         "next_apply": next_apply,
         "applies": applies,
+        "runs": state_text(done.window, done.approval.approved_at),
+        "override_window": done.approval.override_window,
+        "window": None
+        if done.window.open
+        else {
+            "opens_at": _iso(done.window.opens_at),
+            "closes_at": _iso(done.window.closes_at),
+        },
     }
     if args.json and not args.wait:
         json_out(said)
@@ -266,6 +299,29 @@ def start_apply(paths: Paths, busy: bool = False) -> tuple[str, bool]:
     )
 
 
+def window_apply(paths: Paths, window: WindowState) -> tuple[str, bool]:
+    """What applies a plan that waits for its apply window, from what systemd says now:
+    opsbot-apply.timer (it runs every minute, so in the window too), else nothing."""
+    span = state_text(window, utcnow())
+    if not _watched(paths):
+        return (
+            f"nothing applies it {span}: opsbot-apply's units read "
+            f"{DEFAULTS['OPSBOT_APPROVALS_DIR']}, not {paths.approvals_dir}",
+            False,
+        )
+    if _show(APPLY_TIMER, "ActiveState").get("ActiveState") == "active":
+        return f"applies {span}: {APPLY_TIMER} runs it then, checking its preconditions", True
+    return (
+        f"nothing applies it {span}: {APPLY_TIMER} is inactive; `systemctl enable --now "
+        f"{APPLY_TIMER}`, or run `opsbot apply` (root) in the window",
+        False,
+    )
+
+
+def _iso(at: datetime | None) -> str | None:
+    return at.isoformat() if at else None
+
+
 def _active(unit: str) -> bool:
     return run_program(["systemctl", "is-active", "--quiet", unit], timeout=10).ok
 
@@ -278,8 +334,16 @@ def _show(unit: str, *properties: str) -> dict[str, str]:
         return {}
 
 
-def confirmed(reviewed: Reviewed, ttl: int, stream: TextIO) -> bool:
-    """Show the plan as root reads it now and ask; True only for "y" or "yes"."""
+def confirmed(
+    reviewed: Reviewed,
+    ttl: int,
+    stream: TextIO,
+    *,
+    window: WindowState | None = None,
+    until: datetime | None = None,
+) -> bool:
+    """Show the plan as root reads it now and ask; True only for "y" or "yes". ``window``:
+    the apply window it would wait for (closed now), and ``until`` the approval's end."""
     record, plan = reviewed.record, reviewed.plan
 
     def say(text: str) -> None:
@@ -296,8 +360,11 @@ def confirmed(reviewed: Reviewed, ttl: int, stream: TextIO) -> bool:
             say(f"     expect {step.expect.model_dump_json(exclude_none=True)}")
         if step.reason:
             say(f"     why    {printable(step.reason)}")
+    holds = f"for {ttl} s"
+    if window is not None and until is not None:
+        holds = f"to run {state_text(window, until)} (it holds until {when(until)})"
     print(
-        f"Approve exactly this plan (sha256 {record.sha256[:16]}...) for {ttl} s? [y/N] ",
+        f"Approve exactly this plan (sha256 {record.sha256[:16]}...) {holds}? [y/N] ",
         end="",
         file=stream,
         flush=True,

@@ -1,19 +1,24 @@
 """``opsbot check-config``: validate the config and report how the executor gets the right
-to act on units (the privilege mode)."""
+to act on units (the privilege mode). Each apply window's start is checked by
+``systemd-analyze calendar``, as the apply evaluates it, and the next window is said."""
 
 from __future__ import annotations
 
 import argparse
 import os
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from executor_svc.errors import CalendarError
 from executor_svc.polkit import RULE_PATH, allowed_verbs, privilege_mode, render_rule
+from executor_svc.windows import at_text, check_calendar, span_text, window_state
 from opsbot_cli.output import command, json_out, out
 from shared_io.config import load_config
 from shared_io.errors import ConfigError
 from shared_io.paths import Paths
 from shared_io.trusted import untrusted_reason
+from shared_schema import OpsbotConfig
 
 WRITE_RULE = "`opsbot polkit-rule --write`"
 
@@ -45,9 +50,50 @@ def check_credential_files(directory: Path) -> list[str]:
     return warnings
 
 
+def check_windows(
+    config: OpsbotConfig, where: Path, now: datetime
+) -> tuple[list[dict[str, Any]], str, list[str]]:
+    """Each ``[executor.apply_window]`` checked by systemd-analyze (ConfigError for one it
+    refuses or that never elapses); the windows, when the next one is in words, and
+    warnings (a plan that expires before the next window opens)."""
+    policy = config.executor
+    windows: list[dict[str, Any]] = []
+    for index, window in enumerate(policy.apply_window, 1):
+        try:
+            first = check_calendar(window.start)
+        except CalendarError as exc:
+            raise ConfigError(f"{where}, window {index}: {exc.message}", hint=exc.hint) from exc
+        if first is None:
+            raise ConfigError(
+                f"{where}, window {index}: apply window start {window.start!r} never elapses again",
+                hint="give a calendar expression that repeats (systemd.time(7)), e.g. "
+                '"Mon..Fri 02:00"',
+            )
+        windows.append({"start": window.start, "duration": window.duration})
+    if not windows:
+        return windows, "", []
+    state = window_state(policy.apply_window, now)
+    warnings = []
+    if state.open and state.closes_at:
+        said = f"open now, until {at_text(state.closes_at)}"
+    elif state.opens_at and state.closes_at:
+        said = f"next {span_text(state.opens_at, state.closes_at)}"
+        if state.opens_at - now > timedelta(seconds=policy.plan_ttl_seconds):
+            warnings.append(
+                f"plan_ttl_seconds={policy.plan_ttl_seconds} is shorter than the wait for the "
+                "next apply window: a plan proposed now expires before it could run"
+            )
+    else:
+        said = "none opens within 7 days"
+        warnings.append("no apply window opens within 7 days: approved plans need --now")
+    return windows, said, warnings
+
+
 def run(args: argparse.Namespace, paths: Paths) -> int:
     config = load_config(paths.config)
     warnings = check_credential_files(paths.config.parent)
+    windows, next_window, window_warnings = check_windows(config, paths.config, datetime.now(UTC))
+    warnings += window_warnings
     mode = privilege_mode()
     rule_current = RULE_PATH.exists() and RULE_PATH.read_text() == render_rule(config.executor)
     allow = allowed_verbs(config.executor)
@@ -60,6 +106,8 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         "step_timeout_seconds": config.executor.step_timeout_seconds,
         "plan_ttl_seconds": config.executor.plan_ttl_seconds,
         "approval_ttl_seconds": config.executor.approval_ttl_seconds,
+        "apply_window": windows,
+        "next_apply_window": next_window or None,
         "watch": config.diagnose.watch,
         "health_targets": sorted(config.diagnose.health),
         "model": config.diagnose.model.kind,
@@ -73,6 +121,10 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
             out(f"  may {verb}: {', '.join(units)}")
         if not allow:
             out("  may do nothing: [executor.allow] is empty")
+        for window in windows:
+            out(f"  applies in window: {window['start']} for {window['duration']}")
+        if next_window:
+            out(f"  apply window: {next_window}")
         for warning in warnings:
             out(f"  warning: {warning}")
         out(f"privilege mode: {mode}")

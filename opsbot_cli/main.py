@@ -4,6 +4,7 @@
     opsbot show ID [--argv]       one plan: its steps, as the argv each will run
     opsbot approve ID             (root) approve exactly this plan, bound to its sha256
     opsbot reject ID              (root) refuse it
+    opsbot approvers add NAME     (root) an approver for the approval page: TOTP secret, QR
     opsbot archive-approvals      (root) move used approvals out of the apply's reach
     opsbot apply [--dry-run]      (root) run approved plans now, in opsbot-apply.service
     opsbot audit ID               the plan's story from the journal
@@ -12,6 +13,7 @@
     opsbot unwatch UNIT           (root) stop that
     opsbot check-config           validate /etc/opsbot/opsbot.toml, show the privilege mode
     opsbot polkit-rule [--write]  the polkit rule generated from the policy
+    opsbot firewall [--write]     IP filters of opsbot-web and opsbot-notify, from the config
 
 Errors are one line on stderr (and a hint line saying what to do) and a non-zero exit
 status, for every user: 1 an error (a daemon away, permission denied, a file opsbot cannot
@@ -59,6 +61,11 @@ COMMANDS = (
         "(root) refuse a plan and remove its approval; it will never run",
     ),
     Command(
+        "approvers",
+        "opsbot_cli.approvers",
+        "(root) add an approver of the approval page (a TOTP secret, its QR code); list them",
+    ),
+    Command(
         "archive-approvals",
         "opsbot_cli.archive",
         "(root) move used approvals where no apply reads them (opsbot-archive.service)",
@@ -91,6 +98,11 @@ COMMANDS = (
         "polkit-rule",
         "opsbot_cli.polkit_rule",
         "print (or --write) the polkit rule generated from the policy",
+    ),
+    Command(
+        "firewall",
+        "opsbot_cli.firewall",
+        "print (or --write) the IP filters of opsbot-web and opsbot-notify from the config",
     ),
 )
 

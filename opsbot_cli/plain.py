@@ -11,7 +11,8 @@ printed. Anything else is :class:`MalformedReply`, which the console says in one
 
 The plan inside a PLAN reply is normalised to ``Plan.model_dump(mode="json")``;
 :func:`canonical_plan` gives the bytes ``Plan.canonical()`` gives (its sha256 is what an
-operator approves) and :func:`step_argv` the argv the executor's write tools build. The
+operator approves), :func:`step_argv` the argv the executor's write tools build, and
+:func:`window_words` when an approved plan waiting for its apply window runs. The
 little this module declares again that shared_schema declares first (the protocol
 version, the reply limit, the write tools' verbs, the plan id pattern) is pinned to it by
 tests/unit/console/test_console_plain.py; shared_schema's modules that import only the
@@ -52,6 +53,7 @@ __all__ = [
     "plan_list",
     "show_request",
     "step_argv",
+    "window_words",
 ]
 
 #: shared_schema.PROTOCOL_VERSION, MAX_REPLY_BYTES and PLAN_ID_PATTERN (tests pin them).
@@ -304,6 +306,12 @@ _VERIFICATION = _object(
         "by": (_str, _REQUIRED),
     }
 )
+_WINDOW_WAIT = _object(
+    {
+        "opens_at": (_optional(_when), None),
+        "closes_at": (_optional(_when), None),
+    }
+)
 _SUMMARY = _object(
     {
         "plan_id": (_plan_id, _REQUIRED),
@@ -315,6 +323,7 @@ _SUMMARY = _object(
         "submitted_by": (_str, _REQUIRED),
         "reason": (_str, ""),
         "verification": (_optional(_VERIFICATION), None),
+        "waits_for_window": (_optional(_WINDOW_WAIT), None),
     }
 )
 _STEP_RECORD = _object(
@@ -393,3 +402,33 @@ def step_argv(plan: Mapping[str, Any]) -> list[list[str]]:
         ["systemctl", WRITE_TOOL_VERBS[s["tool"]], "--no-ask-password", "--", s["args"]["unit"]]
         for s in plan["steps"]
     ]
+
+
+def _window_at(value: str) -> str:
+    """``Wed 2026-12-02 02:00 UTC``: a window's start or end, in local time."""
+    return datetime.fromisoformat(value).astimezone().strftime("%a %Y-%m-%d %H:%M %Z").rstrip()
+
+
+def window_words(wait: Mapping[str, Any] | None, long: bool = True) -> str:
+    """When an APPROVED plan waiting for its apply window runs (the executor's
+    ``waits_for_window``): ``in its apply window, Wed 2026-12-02 02:00 UTC to 04:00``;
+    short (``long`` False): the window's start only."""
+    if wait is None:
+        return "at the next apply"
+    opens, closes = wait.get("opens_at"), wait.get("closes_at")
+    if not opens or not closes:
+        if not long:
+            return "no window in 7 days"
+        return (
+            "not in a window: none opens within 7 days, and its approval expires first "
+            "(`opsbot approve --now` runs it outside one)"
+        )
+    if not long:
+        return _window_at(opens)
+    start = datetime.fromisoformat(opens).astimezone()
+    end = datetime.fromisoformat(closes).astimezone()
+    until = end.strftime("%H:%M") if start.date() == end.date() else _window_at(closes)
+    return (
+        f"in its apply window, {_window_at(opens)} to {until} (opsbot-apply.timer runs it "
+        "then, checking its preconditions again)"
+    )

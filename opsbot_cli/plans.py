@@ -1,7 +1,8 @@
 """``opsbot plans``: the stored plans and their states, listed as ``systemctl
 list-units`` lists units: a header, a line a plan of at most 100 columns (``--full``:
 whole), a footer; ``--state`` and ``--since`` to filter, ``--no-legend``, a pager on a
-terminal. Plain JSON (opsbot_cli.plain): no model is built."""
+terminal. Where an approved plan waits for its apply window, a RUNS column says when
+the window opens. Plain JSON (opsbot_cli.plain): no model is built."""
 
 from __future__ import annotations
 
@@ -121,29 +122,46 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
     return 0
 
 
+def _waits(plan: dict[str, Any]) -> bool:
+    return plan["state"] == "APPROVED" and plan.get("waits_for_window") is not None
+
+
+def _runs(plan: dict[str, Any]) -> str:
+    """The RUNS cell: when an approved plan's apply window opens."""
+    if plan["state"] != "APPROVED":
+        return "-"
+    return plain.window_words(plan.get("waits_for_window"), long=False)
+
+
 def table(plans: list[dict[str, Any]], legend: bool = True, full: bool = False) -> list[str]:
     """The listing: PLAN, STATE, SUBMITTED, UNITS, GOAL; each line at most 100 columns
-    (units and goal cut with an ellipsis) unless ``full``."""
+    (units and goal cut with an ellipsis) unless ``full``. A RUNS column after STATE
+    where an approved plan waits for its apply window: when the window opens."""
+    runs = any(_waits(p) for p in plans)
     rows = [
         (
             p["plan_id"],
             p["state"],
+            *((_runs(p),) if runs else ()),
             when(p["submitted_at"]),
             printable(",".join(p["units"])),
             printable(p["goal"]),
         )
         for p in plans
     ]
-    header = ("PLAN", "STATE", "SUBMITTED", "UNITS", "GOAL")
-    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header[:4])]
+    header = ("PLAN", "STATE", *(("RUNS",) if runs else ()), "SUBMITTED", "UNITS", "GOAL")
+    units_at = len(header) - 2
+    widths = [
+        max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header[: units_at + 1])
+    ]
     if not full:
-        widths[3] = min(widths[3], UNITS_WIDTH)
+        widths[units_at] = min(widths[units_at], UNITS_WIDTH)
     goal_width = screen.WIDTH - sum(widths) - len(widths)
     lines = []
     for row in [header, *rows] if legend else rows:
-        units = row[3] if full else cut(row[3], widths[3])
-        goal = row[4] if full else cut(row[4], max(goal_width, 1))
-        cells = [*row[:3], units]
+        units = row[units_at] if full else cut(row[units_at], widths[units_at])
+        goal = row[-1] if full else cut(row[-1], max(goal_width, 1))
+        cells = [*row[:units_at], units]
         lines.append(" ".join(f"{c:<{w}}" for c, w in zip(cells, widths, strict=True)) + f" {goal}")
     if legend:
         lines.append("")

@@ -1,7 +1,7 @@
 """``opsbot show ID``: one plan, its steps as a plan diff (``app.service: failed ->
 restart``) with the argv each runs and each precondition in words beside the unit's live
-state, whether the service came back (VERIFIED / UNRESOLVED, with what opsbot-verify
-saw), its history.
+state, when an approved plan waiting for its apply window runs, whether the service
+came back (VERIFIED / UNRESOLVED, with what opsbot-verify saw), its history.
 
 Plain JSON (opsbot_cli.plain): no model is built. The live state is read only for a plan
 that may still run (PROPOSED, APPROVED, APPLYING), by opsbot_cli.live, imported then."""
@@ -93,7 +93,7 @@ def check_detail(detail: Mapping[str, Any] | PlanDetail) -> None:
         )
 
 
-def _expect_words(unit: str, expect: Mapping[str, Any]) -> list[str]:
+def expect_words(unit: str, expect: Mapping[str, Any]) -> list[str]:
     """A step's precondition in words, without the live state (the plan's own view)."""
     words = []
     if expect.get("active_state") is not None:
@@ -112,7 +112,7 @@ def precondition_lines(
     """What ``show`` says of one step's precondition: each check against the live
     ``state`` (``yes``/``NO``), or why the live state is unknown (``state`` a str), or
     for a plan in a ``final`` state (``state`` None) that it is not checked any more."""
-    words = _expect_words(unit, expect or {})
+    words = expect_words(unit, expect or {})
     if state is None:
         said = f"(not checked any more: the plan is {final})"
         return [f"precondition: {w} {said}" for w in words] or ["precondition: none"]
@@ -157,6 +157,8 @@ def render(detail: Mapping[str, Any], read: ReadState | None, full: bool = False
     say("state", s["state"])
     if s["reason"]:
         say("reason", printable(s["reason"]))
+    if s["state"] == "APPROVED" and s.get("waits_for_window") is not None:
+        say("runs", plain.window_words(s["waits_for_window"]))
     say("sha256", s["sha256"])
     say("goal", printable(s["goal"]))
     say("submitted", f"{when(s['submitted_at'])} by {printable(s['submitted_by'])}")

@@ -66,7 +66,7 @@ fi
 step "hiding the executor and the console from the diagnose units"
 hidden=$("$venv/bin/python" -I - <<'PY'
 import importlib.util, os, sys
-for name in ("executor_svc", "opsbot_cli"):
+for name in ("executor_svc", "opsbot_cli", "approver_svc"):
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
         sys.exit(f"install.sh: {name} is not installed in this venv")
@@ -80,7 +80,8 @@ for unit in opsbot-diagnose.service opsbot-onfailure@.service opsbot-verify.serv
     {
         echo "# Written by packaging/install.sh: what diagnosis may never reach on this host."
         echo "[Service]"
-        for path in $hidden "$venv/bin/opsbot" "$venv/bin/opsbot-executor" "$venv/bin/opsbot-apply"; do
+        for path in $hidden "$venv/bin/opsbot" "$venv/bin/opsbot-executor" "$venv/bin/opsbot-apply" \
+            "$venv/bin/opsbot-approver"; do
             echo "InaccessiblePaths=-$path"
         done
     } > "$dropin"
@@ -130,14 +131,17 @@ install -D -m 0644 "$src/packaging/opsbot.bash-completion" \
 systemctl daemon-reload
 
 if [ "$enable" = 1 ]; then
-    step "enabling the executor and diagnose sockets, the apply, verify and archive timers and paths"
+    step "enabling the sockets, the apply, verify, archive and notify timers and paths"
     systemctl enable --now opsbot-executor.socket opsbot-diagnose.socket opsbot-apply.timer \
         opsbot-apply.path opsbot-verify.timer opsbot-verify.path \
-        opsbot-archive.timer opsbot-archive.path
+        opsbot-archive.timer opsbot-archive.path \
+        opsbot-approver.socket opsbot-web.socket opsbot-notify.path opsbot-notify.timer
 fi
 if [ "$without_polkit" = 0 ] && { [ -d /usr/share/polkit-1 ] || [ -x /usr/lib/polkit-1/polkitd ]; }; then
     "$venv/bin/opsbot" polkit-rule --write
 else
     step "polkit is not installed: see README, 'Without polkit'"
 fi
+# The IP filters of opsbot-web and opsbot-notify, from [web] and [notify].
+"$venv/bin/opsbot" firewall --write >/dev/null
 "$venv/bin/opsbot" check-config || true

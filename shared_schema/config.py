@@ -3,12 +3,14 @@
 Only the shape and the rules that need no I/O live here; each service reads the file.
 """
 
+import ipaddress
 import re
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
-from pydantic import Field, HttpUrl, field_validator
+from pydantic import Field, HttpUrl, field_validator, model_validator
 
 from shared_schema._model import Model
+from shared_schema.timespan import parse_timespan
 from shared_schema.units import UnitName, denied_reason
 from shared_schema.write_tools import WRITE_TOOLS
 
@@ -17,6 +19,41 @@ if TYPE_CHECKING:
 else:
     #: The names the allowlist knows: exactly the write tools of the table.
     ToolName = Literal[WRITE_TOOLS]
+
+
+#: The longest an approval can hold: one made for an apply window holds until that
+#: window's end, and never longer than this.
+APPROVAL_CEILING_SECONDS = 7 * 86400
+
+
+class ApplyWindow(Model):
+    """One ``[[executor.apply_window]]``: when approved plans may run.
+
+    ``start`` is a systemd calendar expression (systemd.time(7), checked by
+    ``systemd-analyze calendar`` where it is used); ``duration`` a systemd timespan. The
+    window is ``[start, start + duration)``: ``start = "Mon..Fri 02:00"``,
+    ``duration = "2h"`` is 02:00 to 04:00 on weekdays (``02:00..04:00`` in a calendar
+    expression would be 02:00 to 02:04).
+    """
+
+    start: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[ -~]+$")]
+    duration: Annotated[str, Field(min_length=1, max_length=64)]
+
+    @field_validator("duration")
+    @classmethod
+    def _timespan(cls, value: str) -> str:
+        seconds = parse_timespan(value)
+        if seconds is None:
+            raise ValueError(f"{value!r} is not a systemd timespan (30min, 2h, '1h 30min')")
+        if not 60 <= seconds <= APPROVAL_CEILING_SECONDS:
+            raise ValueError(f"{value!r}: a window lasts from 1min to 7d")
+        return value
+
+    @property
+    def seconds(self) -> float:
+        seconds = parse_timespan(self.duration)
+        assert seconds is not None  # checked by the validator
+        return seconds
 
 
 class ExecutorPolicy(Model):
@@ -41,6 +78,13 @@ class ExecutorPolicy(Model):
     #: Seconds after which the executor closes an operator's connection, whatever it
     #: sends (the diagnose user and root connect once per request).
     connection_lifetime_seconds: Annotated[float, Field(ge=10, le=3600)] = 60.0
+    #: When approved plans may run (none: at once). One table or an array of them.
+    apply_window: list[ApplyWindow] = []
+
+    @field_validator("apply_window", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, dict) else value
 
     @field_validator("allow")
     @classmethod
@@ -124,6 +168,123 @@ class DiagnoseSettings(Model):
         return patterns
 
 
+#: A channel's or an approver's name: also a file name (its credential) and a URL part.
+Name = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
+Seconds = Annotated[float, Field(gt=0, le=120)]
+
+
+class WebhookChannel(Model):
+    """A generic JSON webhook: POST of the notice, signed with HMAC-SHA256 over
+    ``timestamp + "." + body`` (headers X-Opsbot-Timestamp, X-Opsbot-Signature); the key
+    is the credential ``notify_<channel>``."""
+
+    kind: Literal["webhook"]
+    url: HttpUrl
+
+
+class SlackChannel(Model):
+    """A Slack incoming webhook; its URL is the secret, so it is the credential
+    ``notify_<channel>``, never in this file."""
+
+    kind: Literal["slack"]
+
+
+class NtfyChannel(Model):
+    """ntfy: ``url`` is the server and topic (https://ntfy.example.com/opsbot); an access
+    token, if the topic needs one, is the credential ``notify_<channel>``."""
+
+    kind: Literal["ntfy"]
+    url: HttpUrl
+
+
+class EmailChannel(Model):
+    """Email over SMTP (smtplib). ``user``'s password is the credential ``notify_<channel>``."""
+
+    kind: Literal["email"]
+    host: Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9.:\[\]-]+$")]
+    port: Annotated[int, Field(ge=1, le=65535)] = 587
+    #: "starttls" (port 587), "tls" (implicit, port 465) or "none" (a local relay only).
+    security: Literal["starttls", "tls", "none"] = "starttls"
+    sender: Annotated[str, Field(min_length=3, max_length=254, pattern=r"^[^\s@]+@[^\s@]+$")]
+    to: Annotated[
+        list[Annotated[str, Field(max_length=254, pattern=r"^[^\s@,]+@[^\s@,]+$")]],
+        Field(min_length=1, max_length=20),
+    ]
+    user: Annotated[str, Field(min_length=1, max_length=254)] | None = None
+
+
+Channel = Annotated[
+    Union[WebhookChannel, SlackChannel, NtfyChannel, EmailChannel],  # noqa: UP007
+    Field(discriminator="kind"),
+]
+
+
+class NotifySettings(Model):
+    """``[notify]``: opsbot-notify tells approvers a plan waits, on these channels."""
+
+    #: Where operators reach opsbot-web (behind their TLS reverse proxy), e.g.
+    #: https://ops.example.com/opsbot; the links are ``<link_base>/p/<token>``.
+    link_base: HttpUrl | None = None
+    channels: dict[Name, Channel] = {}
+    #: IPAddressAllow= of opsbot-notify.service: where the channels live (`opsbot firewall
+    #: --write` writes it); opsbot-notify may reach nothing else.
+    ip_allow: list[Annotated[str, Field(pattern=r"^[0-9A-Fa-f.:/]+$|^localhost$")]] = []
+    #: Tries per message (the first and the retries, with backoff), and each one's timeout.
+    attempts: Annotated[int, Field(ge=1, le=8)] = 4
+    timeout_seconds: Seconds = 10.0
+
+
+class ApproverSettings(Model):
+    """``[approvers.NAME]``: someone who may approve from the approval page. Their TOTP
+    secret is root's (``opsbot approvers add NAME`` makes it); ``notify`` are the
+    channels that carry their links."""
+
+    notify: list[Name] = []
+
+
+class WebSettings(Model):
+    """``[web]``: what protects opsbot-web, the page that relays a click."""
+
+    #: IPAddressAllow=/IPAddressDeny= of opsbot-web.service (`opsbot firewall --write`):
+    #: by default only loopback, where the reverse proxy connects from.
+    ip_allow: list[Annotated[str, Field(pattern=r"^[0-9A-Fa-f.:/]+$|^[a-z-]+$")]] = ["localhost"]
+    ip_deny: list[Annotated[str, Field(pattern=r"^[0-9A-Fa-f.:/]+$|^[a-z-]+$")]] = ["any"]
+    max_body_bytes: Annotated[int, Field(ge=256, le=65536)] = 4096
+    #: A request's headers, and then its body, must arrive within these.
+    header_timeout_seconds: Seconds = 10.0
+    body_timeout_seconds: Seconds = 10.0
+    connections_per_source: Annotated[int, Field(ge=1, le=1024)] = 8
+    max_connections: Annotated[int, Field(ge=1, le=4096)] = 256
+    requests_per_minute_per_source: Annotated[int, Field(ge=1, le=100000)] = 120
+    requests_per_second: Annotated[int, Field(ge=1, le=100000)] = 200
+    #: Reverse proxies (addresses or networks) whose X-Forwarded-For / -Proto opsbot-web
+    #: believes; from any other peer those headers are ignored. Empty: none.
+    trusted_proxies: list[Annotated[str, Field(pattern=r"^[0-9A-Fa-f.:/]+$")]] = []
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError as exc:
+                raise ValueError(f"{entry!r} is not an address or a network") from exc
+        return value
+
+
 class OpsbotConfig(Model):
     executor: ExecutorPolicy = ExecutorPolicy()
     diagnose: DiagnoseSettings = DiagnoseSettings()
+    notify: NotifySettings = NotifySettings()
+    web: WebSettings = WebSettings()
+    approvers: dict[Name, ApproverSettings] = {}
+
+    @model_validator(mode="after")
+    def _known_channels(self) -> "OpsbotConfig":
+        for name, approver in self.approvers.items():
+            for channel in approver.notify:
+                if channel not in self.notify.channels:
+                    raise ValueError(
+                        f"approvers.{name}.notify: no channel {channel!r} in [notify.channels]"
+                    )
+        return self

@@ -39,6 +39,8 @@ class SubmitPlan(Model):
     plan: dict[str, Any]
     run_id: RunId | None = None
     symptom: Annotated[str, Field(max_length=500)] | None = None
+    #: What diagnosis saw, two lines at most (the approval page and the notice show it).
+    evidence: Annotated[list[Annotated[str, Field(max_length=300)]], Field(max_length=2)] = []
 
 
 class ListPlans(Model):
@@ -135,6 +137,14 @@ class Verification(Model):
     by: str
 
 
+class WindowWait(Model):
+    """An approved plan that waits for its apply window: when the window opens and closes
+    (both None: none opens within 7 days). The apply records it, and ``opsbot approve``."""
+
+    opens_at: datetime | None = None
+    closes_at: datetime | None = None
+
+
 class PlanSummary(Model):
     plan_id: PlanId
     state: PlanState
@@ -145,6 +155,8 @@ class PlanSummary(Model):
     submitted_by: str
     reason: str = ""
     verification: Verification | None = None
+    #: Set while an APPROVED plan waits for its apply window.
+    waits_for_window: WindowWait | None = None
 
 
 class PlanDetail(Model):

@@ -339,5 +339,7 @@ def running_diagnose_server(address: str) -> Iterator[InProcessDiagnose]:
 
 
 class _NoExecutor:
-    def submit(self, plan: dict[str, Any], run_id: str, symptom: str) -> Accept:
+    def submit(
+        self, plan: dict[str, Any], run_id: str, symptom: str, evidence: Sequence[str] = ()
+    ) -> Accept:
         raise AssertionError("NotePolicy never submits a plan")

@@ -197,7 +197,9 @@ def setup() -> dict[str, str]:
 class AcceptingSubmitter:
     """The executor boundary, answered in-process: ACCEPT with the plan's fingerprint."""
 
-    def submit(self, plan: dict[str, Any], run_id: str, symptom: str) -> Any:
+    def submit(
+        self, plan: dict[str, Any], run_id: str, symptom: str, evidence: Sequence[str] = ()
+    ) -> Any:
         from shared_schema import Accept, parse_plan
 
         parsed = parse_plan(plan)

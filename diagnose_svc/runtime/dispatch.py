@@ -270,7 +270,9 @@ class Dispatcher:
             return self.said(text, "runtime", digest), None
         body = parsed.model_dump(mode="json", exclude_none=True)
         try:
-            reply = self.submitter.submit(body, self.run_id, self.symptom)
+            # The verdict's first two evidence lines go with it, for the approval page.
+            seen = [item.line() for item in self.ledger.evidence[:2]]
+            reply = self.submitter.submit(body, self.run_id, self.symptom, seen)
         except ExecutorError as exc:
             why = f"The plan could not be submitted: {exc}."
             plan_json = canonical_json(body).decode("utf-8")

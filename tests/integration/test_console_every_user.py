@@ -33,6 +33,8 @@ EVERY_VERB = [
     ["check-config"],
     ["polkit-rule"],
     ["polkit-rule", "--write"],
+    ["firewall"],
+    ["firewall", "--write"],
 ]
 
 

@@ -154,7 +154,7 @@ RUNBOOK_RUN = """
     from shared_schema import Accept, DiagnoseSettings
 
     class Executor:
-        def submit(self, plan, run_id, symptom):
+        def submit(self, plan, run_id, symptom, evidence=()):
             return Accept(plan_id="20261129-214500-0a1b2c3d", sha256="0" * 64)
 
     settings = DiagnoseSettings()

@@ -14,17 +14,47 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 #: What is installed on a host.
-PACKAGES = ("shared_schema", "shared_io", "executor_svc", "diagnose_svc", "opsbot_cli")
+PACKAGES = (
+    "shared_schema",
+    "shared_io",
+    "executor_svc",
+    "diagnose_svc",
+    "opsbot_cli",
+    "approver_svc",
+    "notify_svc",
+    "web_svc",
+)
 #: What runs the product from outside: the bench, the benchmarks, the demo, the fuzzer.
 TOOLING = ("testbed", "bench", "demo", "fuzz")
 
+_RELAYS = ("web_svc", "notify_svc")
 # package -> the top-level packages it must never import
 FORBIDDEN_IMPORTS = {
     "shared_schema": {"executor_svc", "diagnose_svc", "shared_io", "opsbot_cli", "testbed"},
     "shared_io": {"executor_svc", "diagnose_svc", "opsbot_cli", "testbed"},
-    "diagnose_svc": {"executor_svc", "opsbot_cli", "testbed"},
-    "executor_svc": {"diagnose_svc", "opsbot_cli", "testbed"},
-    "opsbot_cli": {"diagnose_svc", "testbed"},
+    "diagnose_svc": {"executor_svc", "opsbot_cli", "testbed", *_RELAYS, "approver_svc"},
+    "executor_svc": {"diagnose_svc", "opsbot_cli", "testbed", *_RELAYS, "approver_svc"},
+    "opsbot_cli": {"diagnose_svc", "testbed", *_RELAYS},
+    # Root's approver may use the executor's store and gate as `opsbot approve` does; the
+    # two units that relay (the page, the notifier) hold no authority: they reach the
+    # approver only over its socket, and neither imports the other.
+    "approver_svc": {"diagnose_svc", "testbed", *_RELAYS},
+    "notify_svc": {
+        "executor_svc",
+        "diagnose_svc",
+        "opsbot_cli",
+        "testbed",
+        "approver_svc",
+        "web_svc",
+    },
+    "web_svc": {
+        "executor_svc",
+        "diagnose_svc",
+        "opsbot_cli",
+        "testbed",
+        "approver_svc",
+        "notify_svc",
+    },
     "testbed": {"tests"},
     "bench": {"tests"},
     "demo": {"tests"},

@@ -39,6 +39,9 @@ IDENTIFIERS = {
     "opsbot-executor": "opsbot-executor",
     "opsbot-apply": "opsbot-apply",
     "opsbot-diagnose": "opsbot-diagnose",
+    "opsbot-approver": "opsbot-approver",
+    "opsbot-notify": "opsbot-notify",
+    "opsbot-web": "opsbot-web",
 }
 #: Spellings the two halves used before they shared one setup; none may come back.
 RETIRED = {"SHA256", "STATUS", "RETURNCODE"}

@@ -39,6 +39,8 @@ EVERY_VERB = {
     "show": ["show", PLAN_ID],
     "approve": ["approve", PLAN_ID, "--sha256", SHA, "--ttl", "30m"],
     "reject": ["reject", PLAN_ID, "--reason", "not now"],
+    "approvers add": ["approvers", "add", "alice"],
+    "approvers list": ["approvers", "list"],
     "archive-approvals": ["archive-approvals"],
     "apply": ["apply"],
     "apply --dry-run": ["apply", "--dry-run"],
@@ -49,9 +51,20 @@ EVERY_VERB = {
     "check-config": ["check-config"],
     "polkit-rule": ["polkit-rule"],
     "polkit-rule --write": ["polkit-rule", "--write"],
+    "firewall": ["firewall"],
+    "firewall --write": ["firewall", "--write"],
 }
 #: What root would run for real against this host's systemd and /etc: not in a unit test.
-CHANGES_THE_HOST = {"apply", "watch", "unwatch", "polkit-rule --write"}
+#: (``approvers`` reads and writes root's /etc/opsbot/totp.)
+CHANGES_THE_HOST = {
+    "apply",
+    "watch",
+    "unwatch",
+    "polkit-rule --write",
+    "firewall --write",
+    "approvers add",
+    "approvers list",
+}
 IS_ROOT = os.geteuid() == 0
 
 
@@ -155,7 +168,7 @@ def assert_one_line(verb: str, ran: Ran, *, may_succeed: bool = False) -> None:
     assert "Traceback" not in ran.err, f"opsbot {verb}:\n{ran.err}"
     if may_succeed and ran.err == "":
         if ran.status == 0 or (verb == "check-config" and ran.status == 1):
-            assert verb in ("check-config", "polkit-rule"), f"opsbot {verb} succeeded"
+            assert verb in ("check-config", "polkit-rule", "firewall"), f"opsbot {verb} succeeded"
             assert ran.status == 0 or "  warning: " in ran.out
             return
     lines = ran.err.splitlines()
@@ -234,8 +247,9 @@ def test_root_gets_one_line_where_a_state_path_is_not_a_directory(
     monkeypatch.setenv("OPSBOT_DIAGNOSE_SOCKET", str(blocker / "diagnose.sock"))
     monkeypatch.setattr(os, "geteuid", lambda: 0)  # root's path through the verbs
     ran = run_in_child(EVERY_VERB[verb], host.base / "scratch", None, [])
-    # check-config and polkit-rule read only the config (and /etc/polkit-1): root may.
-    assert_one_line(verb, ran, may_succeed=verb in ("check-config", "polkit-rule"))
+    # check-config, polkit-rule and firewall read only the config (and /etc/polkit-1):
+    # root may.
+    assert_one_line(verb, ran, may_succeed=verb in ("check-config", "polkit-rule", "firewall"))
 
 
 def test_an_unforeseen_error_is_one_line_and_its_traceback_is_asked_for(

@@ -96,7 +96,9 @@ class FakeSubmitter:
     replies: list[Accept | Revise | Reject | DiagnoseError] = field(default_factory=list)
     submitted: list[tuple[dict[str, Any], str, str]] = field(default_factory=list)
 
-    def submit(self, plan: dict[str, Any], run_id: str, symptom: str) -> Accept | Revise | Reject:
+    def submit(
+        self, plan: dict[str, Any], run_id: str, symptom: str, evidence: Sequence[str] = ()
+    ) -> Accept | Revise | Reject:
         self.submitted.append((plan, run_id, symptom))
         if not self.replies:
             raise AssertionError("the fake executor has no more replies")

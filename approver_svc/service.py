@@ -1,0 +1,337 @@
+"""What the approver does for each request (the daemon has already decided that the
+peer's uid may ask it): ``announce``, ``view`` and ``decide``.
+
+Every request that names a token looks it up first, before reading anything else: an
+unknown, used or expired token costs one hash and a dictionary lookup. ``decide`` then
+checks the approver's TOTP code (each code once; wrong ones bounded), then the plan:
+its stored record must still have the sha256 the token was minted for, and the
+executor's own ``plan.accepted`` journal entry must name it; only then is the token used
+up (and its sibling with it) and the approval written by executor_svc.gate, the same
+function ``opsbot approve`` calls, bound to that full sha256. A reject goes through
+executor_svc.gate.reject, as ``opsbot reject`` does.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import structlog
+
+from approver_svc import tokens, totp
+from approver_svc.errors import Refusal
+from approver_svc.state import ApproverState, StateFile
+from approver_svc.view import ReadState, live_state, plan_expiry, plan_view, when_approved
+from executor_svc import gate
+from executor_svc.approvals import rejection_reason
+from executor_svc.errors import ExecutorError, StoreError, TamperedPlan
+from executor_svc.records import PlanRecord
+from executor_svc.store import PlanStore, utcnow
+from executor_svc.windows import Analyzer, systemd_analyze
+from shared_schema import ExecutorPolicy, OpsbotConfig, PlanState
+from shared_schema.approver_socket import (
+    Announce,
+    Announced,
+    Decide,
+    Decided,
+    Link,
+    Notice,
+    View,
+    Viewed,
+)
+
+log = structlog.get_logger("opsbot.approver")
+
+#: At most this many plans per announce (the rest wait for the next one), so that the
+#: reply stays far under MAX_APPROVER_REPLY_BYTES.
+MAX_NOTICES = 20
+
+Witness = Callable[[str], gate.Accepted]
+#: Before an approval: whether an apply runs now (opsbot_cli.approve.apply_running).
+ApplyBusy = Callable[[], bool]
+#: After it: what will apply the plan, in words (opsbot_cli.approve.start_apply).
+StartApply = Callable[[bool], tuple[str, bool]]
+
+
+def journal_witness(plan_id: str) -> gate.Accepted:
+    from opsbot_cli import journal_witness as witness
+
+    return witness.accepted(plan_id)
+
+
+def _busy_now() -> bool:
+    from opsbot_cli.approve import apply_running
+
+    return apply_running()
+
+
+@dataclass
+class ApproverService:
+    """The approver's requests, against one store, approvals directory and config."""
+
+    config: OpsbotConfig
+    store: PlanStore
+    approvals_dir: Path
+    state: StateFile
+    credentials: Path | None
+    start_apply: StartApply
+    now: Callable[[], datetime] = utcnow
+    witness: Witness = journal_witness
+    apply_busy: ApplyBusy = _busy_now
+    read_state: ReadState = live_state
+    #: systemd-analyze calendar, for the apply windows (executor_svc.windows).
+    analyze: Analyzer = systemd_analyze
+    host: str = field(default_factory=socket.gethostname)
+    #: Held for each request: one at a time, as each reads and writes the one state file.
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def policy(self) -> ExecutorPolicy:
+        return self.config.executor
+
+    # -- announce ---------------------------------------------------------------------
+
+    def announce(self, request: Announce) -> Announced:
+        """Links for every plan that waits and was not announced: PROPOSED, not expired,
+        its bytes verified, the executor's journal entry naming its sha256."""
+        approvers = sorted(self.config.approvers)
+        if not approvers:
+            log.warning("announce.no_approvers", hint="add [approvers.NAME] to opsbot.toml")
+            return Announced(notices=[])
+        now = self.now()
+        state = self.state.load()
+        state.prune(now, totp.LOCKOUT_SECONDS)
+        notices: list[Notice] = []
+        for plan_id in self.store.ids():
+            if len(notices) >= MAX_NOTICES:
+                break
+            if plan_id in state.announced:
+                continue
+            notice = self._notice(state, plan_id, approvers, now)
+            if notice is not None:
+                notices.append(notice)
+        self.state.save(state)
+        if notices:
+            log.info("plans.announced", plans=" ".join(n.plan.plan_id for n in notices))
+        return Announced(notices=notices)
+
+    def _notice(
+        self, state: ApproverState, plan_id: str, approvers: list[str], now: datetime
+    ) -> Notice | None:
+        try:
+            record = self.store.load(plan_id)
+            status = self.store.status(plan_id, record)
+            if status.state is not PlanState.PROPOSED:
+                return None
+            expires = plan_expiry(record, self.policy)
+            if now >= expires or rejection_reason(self.approvals_dir, plan_id):
+                return None
+            plan = self.store.verified_plan(record)
+        except ExecutorError as exc:
+            log.warning("announce.skipped", plan_id=plan_id, reason=exc.message)
+            return None
+        accepted = self.witness(plan_id)
+        if accepted.sha256s != {record.sha256}:
+            log.warning(
+                "announce.unwitnessed",
+                plan_id=plan_id,
+                sha256=record.sha256,
+                reason="no plan.accepted entry of opsbot-executor.service names this sha256",
+            )
+            return None
+        view = plan_view(
+            record,
+            status,
+            plan,
+            policy=self.policy,
+            now=now,
+            host=self.host,
+            read_state=self.read_state,
+            analyze=self.analyze,
+        )
+        until = min(now + _seconds(self.policy.approval_ttl_seconds), expires)
+        links = [
+            Link(
+                approver=name,
+                decision=decision,
+                token=tokens.mint(
+                    state,
+                    plan_id=plan_id,
+                    sha256=record.sha256,
+                    approver=name,
+                    decision=decision,
+                    expires_at=until,
+                ),
+                expires_at=until,
+            )
+            for name in approvers
+            for decision in ("approve", "reject")
+        ]
+        state.announced[plan_id] = expires
+        return Notice(plan=view, links=links)
+
+    # -- view -------------------------------------------------------------------------
+
+    def view(self, request: View) -> Viewed:
+        """What a token is for, read now; changes nothing (no attempt counted, no save)."""
+        now = self.now()
+        state = self.state.load()
+        _, token = tokens.lookup(state, request.token, now)
+        record = self._record(token.plan_id, token.sha256)
+        try:
+            plan = self.store.verified_plan(record)
+            status = self.store.status(record.plan_id, record)
+        except ExecutorError as exc:
+            raise Refusal("plan", exc.message) from exc
+        view = plan_view(
+            record,
+            status,
+            plan,
+            policy=self.policy,
+            now=now,
+            host=self.host,
+            read_state=self.read_state,
+            analyze=self.analyze,
+        )
+        return Viewed(
+            plan=view, approver=token.approver, decision=token.decision, expires_at=token.expires_at
+        )
+
+    def _record(self, plan_id: str, sha256: str) -> PlanRecord:
+        """The stored record of ``plan_id``, if it still has the sha256 of the link."""
+        try:
+            record = self.store.load(plan_id)
+        except ExecutorError as exc:
+            raise Refusal("plan", exc.message) from exc
+        if record.sha256 != sha256:
+            raise Refusal(
+                "plan",
+                f"plan {plan_id} is not the plan this link was made for: its sha256 is now "
+                f"{record.sha256[:16]}..., the link's {sha256[:16]}...; nothing was approved",
+                hint="find out who wrote /var/lib/opsbot/plans; diagnose again for a new plan",
+            )
+        return record
+
+    # -- decide -----------------------------------------------------------------------
+
+    def decide(self, request: Decide) -> Decided:
+        """Token, then code, then plan; then the approval (or rejection) root writes."""
+        now = self.now()
+        state = self.state.load()
+        state.prune(now, totp.LOCKOUT_SECONDS)
+        key, token = tokens.lookup(state, request.token, now)
+        name = token.approver
+        if name not in self.config.approvers:
+            raise Refusal(
+                "token",
+                f"{name} is no longer an approver ([approvers.{name}] is not in opsbot.toml)",
+            )
+        if totp.locked(state, name, now):
+            raise totp.lockout_refusal(name)
+        secret = totp.read_secret(self.credentials, name)
+        try:
+            totp.check_code(state, key, token, secret, request.code, now)
+        finally:
+            # The code is spent (or the failure counted) whatever the plan turns out to be.
+            self.state.save(state)
+        if token.decision == "reject":
+            return self._reject(state, key, token.plan_id, token.sha256, name, request, now)
+        record = self._record(token.plan_id, token.sha256)
+        accepted = self.witness(record.plan_id)
+        try:
+            gate.review(self.store, self.approvals_dir, record.plan_id, accepted)
+        except ExecutorError as exc:
+            raise Refusal("plan", exc.message, hint=exc.hint) from exc
+        tokens.use_up(state, key, now)
+        self.state.save(state)
+        busy = self.apply_busy()
+        try:
+            approved = gate.approve(
+                self.store,
+                self.approvals_dir,
+                record.plan_id,
+                sha256_prefix=token.sha256,
+                accepted=accepted,
+                approver=name,
+                now=now,
+                ttl_seconds=self.policy.approval_ttl_seconds,
+                windows=self.policy.apply_window,
+                analyze=self.analyze,
+            )
+        except ExecutorError as exc:
+            if _store_failure(exc):
+                raise
+            raise Refusal("plan", exc.message, hint=exc.hint) from exc
+        log.info(
+            "approval.web",
+            plan_id=record.plan_id,
+            sha256=record.sha256,
+            approver=name,
+            via="web",
+            source=request.source,
+            reason=request.reason,
+            expires_at=approved.approval.expires_at.isoformat(),
+        )
+        applies, _ = self.start_apply(busy)
+        _, runs = when_approved(self.policy, now, self.analyze)
+        if runs != "at once":
+            applies = f"it runs {runs} ({applies})"
+        return Decided(
+            decision="approve",
+            plan_id=record.plan_id,
+            sha256=record.sha256,
+            approver=name,
+            approval_expires_at=approved.approval.expires_at,
+            applies=applies[:2000],
+        )
+
+    def _reject(
+        self,
+        state: ApproverState,
+        key: str,
+        plan_id: str,
+        sha256: str,
+        name: str,
+        request: Decide,
+        now: datetime,
+    ) -> Decided:
+        """A reject link: the plan never runs, whichever bytes its record holds now."""
+        tokens.use_up(state, key, now)
+        self.state.save(state)
+        try:
+            gate.reject(
+                self.store,
+                self.approvals_dir,
+                plan_id,
+                by=name,
+                now=now,
+                reason=request.reason or f"rejected by {name} from the approval page",
+            )
+        except ExecutorError as exc:
+            if _store_failure(exc):
+                raise
+            raise Refusal("plan", exc.message, hint=exc.hint) from exc
+        log.info(
+            "rejection.web",
+            plan_id=plan_id,
+            sha256=sha256,
+            approver=name,
+            via="web",
+            source=request.source,
+            reason=request.reason,
+        )
+        return Decided(decision="reject", plan_id=plan_id, sha256=sha256, approver=name)
+
+
+def _store_failure(exc: ExecutorError) -> bool:
+    """A store that cannot be read or written is the approver's failure (``internal``),
+    not the plan's; a plan whose bytes changed is the plan's."""
+    return isinstance(exc, StoreError) and not isinstance(exc, TamperedPlan)
+
+
+def _seconds(value: float) -> timedelta:
+    return timedelta(seconds=value)

@@ -1,0 +1,122 @@
+"""What the approver remembers between requests, in one root-only file.
+
+``/var/lib/opsbot-approver/state.json`` (systemd's StateDirectory=opsbot-approver, mode
+0700): the tokens it minted, each only as its sha256, with what it is for and whether it
+was used; the plans it announced; and per approver the last TOTP timestep it accepted
+(so a code works once) and the recent wrong codes (so guessing is bounded). It is written
+atomically (the whole new file or the old one) and pruned of expired entries on each
+write. Nothing here is secret enough to approve anything: a token's sha256 does not give
+the token, and the TOTP secrets are systemd credentials, never in this file.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+
+from approver_svc.errors import Refusal
+from executor_svc.store import read_bounded, write_atomic
+from shared_schema.approver_socket import ApproverName, Decision
+from shared_schema.units import PlanId, Sha256Hex
+
+STATE_DIR = Path("/var/lib/opsbot-approver")
+STATE_FILE = "state.json"
+MAX_STATE_BYTES = 8 * 1024 * 1024
+
+
+class Model(BaseModel):
+    """The state's records change in place (a token used, a code accepted), so unlike
+    the wire's models they are not frozen; unknown keys are still errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class TokenRecord(Model):
+    """One minted token, known by its sha256: what it is for, until when, and its use."""
+
+    plan_id: PlanId
+    sha256: Sha256Hex
+    approver: ApproverName
+    decision: Decision
+    expires_at: AwareDatetime
+    used_at: AwareDatetime | None = None
+    #: Why it no longer works: "used", "its other decision was used", "too many wrong codes".
+    ended_by: str = ""
+    failed_attempts: int = 0
+
+
+class ApproverMemory(Model):
+    #: The TOTP timestep of the last code accepted: a code of it or before is refused.
+    last_timestep: int = -1
+    #: When each recent wrong code came (kept for the lock-out window only).
+    failures: list[AwareDatetime] = Field(default_factory=list)
+
+
+class ApproverState(Model):
+    v: Literal[1] = 1
+    #: sha256(token) -> the token's record.
+    tokens: dict[Sha256Hex, TokenRecord] = Field(default_factory=dict)
+    #: Plans announced, and when each expires (kept until then, so none is announced twice).
+    announced: dict[PlanId, AwareDatetime] = Field(default_factory=dict)
+    approvers: dict[ApproverName, ApproverMemory] = Field(default_factory=dict)
+
+    def memory(self, approver: str) -> ApproverMemory:
+        return self.approvers.setdefault(approver, ApproverMemory())
+
+    def prune(self, now: datetime, keep_failures_seconds: float) -> None:
+        """Drop expired tokens, plans past their expiry, and failures too old to count."""
+        self.tokens = {d: t for d, t in self.tokens.items() if t.expires_at > now}
+        self.announced = {p: at for p, at in self.announced.items() if at > now}
+        for memory in self.approvers.values():
+            memory.failures = [
+                at for at in memory.failures if (now - at).total_seconds() < keep_failures_seconds
+            ]
+
+
+class StateFile:
+    """The state file in ``directory``, which must be root's (or this uid's) alone."""
+
+    def __init__(self, directory: Path = STATE_DIR) -> None:
+        self.directory = directory
+        self.path = directory / STATE_FILE
+
+    def _check_directory(self) -> None:
+        try:
+            st = os.stat(self.directory, follow_symlinks=False)
+        except FileNotFoundError as exc:
+            raise Refusal(
+                "internal",
+                f"the approver's state directory {self.directory} does not exist",
+                hint="opsbot-approver.service has StateDirectory=opsbot-approver",
+            ) from exc
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+            raise Refusal(
+                "internal",
+                f"{self.directory} must be a directory of uid {os.geteuid()} with mode 0700 "
+                f"(it is {stat.filemode(st.st_mode)} of uid {st.st_uid}); nothing was done",
+            )
+
+    def load(self) -> ApproverState:
+        self._check_directory()
+        try:
+            data = read_bounded(self.path, MAX_STATE_BYTES)
+        except FileNotFoundError:
+            return ApproverState()
+        try:
+            return ApproverState.model_validate_json(data)
+        except ValidationError as exc:
+            raise Refusal(
+                "internal",
+                f"{self.path} is not a valid approver state ({exc.error_count()} errors); "
+                "nothing was done",
+                hint="move it away: the approver starts afresh (links sent so far stop working)",
+            ) from exc
+
+    def save(self, state: ApproverState) -> None:
+        self._check_directory()
+        write_atomic(self.path, state.model_dump_json().encode() + b"\n", mode=0o600)

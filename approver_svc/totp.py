@@ -1,0 +1,140 @@
+"""The approvers' second factor: RFC 6238 TOTP codes (30 s steps, 6 digits, pyotp), a
+step either side of now accepted for clock drift, each code usable once.
+
+An approver's secret is root's: ``opsbot approvers add NAME`` writes it to
+/etc/opsbot/totp/NAME, and opsbot-approver.service has ``LoadCredential=totp:/etc/opsbot/totp``,
+so systemd hands the daemon each file of that directory as the credential
+``totp_<NAME>`` in $CREDENTIALS_DIRECTORY (and no other unit ever sees it).
+
+Once a code is accepted its timestep is remembered (persisted): a code of that step or an
+earlier one is refused, so a code read over a shoulder or from a proxy's log is spent.
+Wrong codes are bounded twice: five with one token and the token is burned; ten of one
+approver within fifteen minutes and that approver is locked out until they age.
+"""
+
+from __future__ import annotations
+
+import binascii
+import hmac
+import os
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pyotp
+
+from approver_svc.errors import Refusal
+from approver_svc.state import ApproverState, TokenRecord
+from approver_svc.tokens import burn
+
+CREDENTIAL_PREFIX = "totp_"
+STEP_SECONDS = 30
+DIGITS = 6
+#: Steps either side of now that are accepted (clock drift, a code typed as it changes).
+VALID_WINDOW = 1
+MAX_FAILURES_PER_TOKEN = 5
+MAX_FAILURES_PER_APPROVER = 10
+LOCKOUT_SECONDS = 15 * 60
+MAX_SECRET_BYTES = 1024
+
+
+def credentials_dir() -> Path | None:
+    """Where systemd put this service's credentials ($CREDENTIALS_DIRECTORY), if it did."""
+    where = os.environ.get("CREDENTIALS_DIRECTORY")
+    return Path(where) if where else None
+
+
+def read_secret(directory: Path | None, approver: str) -> pyotp.TOTP:
+    """``approver``'s TOTP, from the credential ``totp_<approver>``; Refusal("internal")
+    naming what root must do when there is none."""
+    add = (
+        f"root runs `opsbot approvers add {approver}`; opsbot-approver loads it when it next "
+        "starts (it exits when idle, or `systemctl restart opsbot-approver.service`)"
+    )
+    if directory is None:
+        raise Refusal(
+            "internal",
+            "no credentials: opsbot-approver runs without $CREDENTIALS_DIRECTORY",
+            hint="opsbot-approver.service has LoadCredential=totp:/etc/opsbot/totp",
+        )
+    path = directory / f"{CREDENTIAL_PREFIX}{approver}"
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_SECRET_BYTES + 1)
+    except FileNotFoundError as exc:
+        raise Refusal("internal", f"approver {approver} has no TOTP secret", hint=add) from exc
+    secret = raw.decode("ascii", "replace").strip().upper()
+    totp = pyotp.TOTP(secret, digits=DIGITS, interval=STEP_SECONDS)
+    try:
+        totp.at(0)
+    except (binascii.Error, ValueError) as exc:
+        raise Refusal(
+            "internal", f"approver {approver}'s TOTP secret is not base32", hint=add
+        ) from exc
+    return totp
+
+
+def locked(state: ApproverState, approver: str, now: datetime) -> bool:
+    """Whether ``approver`` gave MAX_FAILURES_PER_APPROVER wrong codes in LOCKOUT_SECONDS."""
+    since = now - timedelta(seconds=LOCKOUT_SECONDS)
+    return sum(at > since for at in state.memory(approver).failures) >= MAX_FAILURES_PER_APPROVER
+
+
+def lockout_refusal(approver: str) -> Refusal:
+    return Refusal(
+        "limit",
+        f"too many wrong codes for {approver}: approvals from the page are locked for up to "
+        f"{LOCKOUT_SECONDS // 60} minutes",
+        hint="wait, or approve as root on the host with `opsbot approve ID`",
+    )
+
+
+def matching_step(totp: pyotp.TOTP, code: str, now: datetime) -> int | None:
+    """The timestep (within VALID_WINDOW of now) whose code is ``code``, or None."""
+    current = totp.timecode(now)
+    found = None
+    for step in range(current - VALID_WINDOW, current + VALID_WINDOW + 1):
+        # Every step is compared, in constant time each: no early exit to time.
+        if hmac.compare_digest(totp.generate_otp(step), code) and found is None:
+            found = step
+    return found
+
+
+def check_code(
+    state: ApproverState,
+    key: str,
+    token: TokenRecord,
+    totp: pyotp.TOTP,
+    code: str,
+    now: datetime,
+) -> None:
+    """Accept ``code`` for the approver of ``token`` (remembering its step), or count a
+    failure against the token and the approver and raise Refusal("code" or "limit")."""
+    approver = token.approver
+    memory = state.memory(approver)
+    step = matching_step(totp, code, now)
+    if step is not None and step > memory.last_timestep:
+        memory.last_timestep = step
+        return
+    reused = step is not None
+    memory.failures.append(now)
+    token.failed_attempts += 1
+    if token.failed_attempts >= MAX_FAILURES_PER_TOKEN:
+        burn(state, key, now, f"{MAX_FAILURES_PER_TOKEN} wrong codes")
+        raise Refusal(
+            "limit",
+            f"{MAX_FAILURES_PER_TOKEN} wrong codes with this link: it no longer works",
+            hint="ask for a fresh link, or approve as root with `opsbot approve ID`",
+        )
+    if locked(state, approver, now):
+        raise lockout_refusal(approver)
+    left = MAX_FAILURES_PER_TOKEN - token.failed_attempts
+    if reused:
+        raise Refusal(
+            "code",
+            f"that code was used already; wait for the next one ({left} tries left)",
+        )
+    raise Refusal(
+        "code",
+        f"wrong code for {approver} ({left} tries left with this link)",
+        hint="the code of the authenticator app enrolled by `opsbot approvers add`",
+    )

@@ -1,0 +1,106 @@
+"""A stored plan as the approval page and the notification show it (PlanView): each
+step's argv exactly as it runs, its precondition in words beside the unit's live state,
+what diagnosis saw, the full sha256, and the times that matter to the approver."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from executor_svc import windows
+from executor_svc.errors import ExecutorError
+from executor_svc.policy import step_argv
+from executor_svc.records import PlanRecord, StatusRecord
+from executor_svc.unit_state import UnitStateError, read_unit_state
+from executor_svc.windows import Analyzer, systemd_analyze
+from opsbot_cli.show import expect_words
+from shared_schema import ExecutorPolicy, Plan
+from shared_schema.approver_socket import PlanView, StepView
+
+#: A unit's live state in words, or why it could not be read (never an error).
+ReadState = Callable[[str], str]
+LINE = 2000
+EVIDENCE_LINES = 2
+EVIDENCE_CHARS = 300
+
+
+def live_state(unit: str) -> str:
+    """``app.service is failed/failed (load: loaded)``, as systemd says now."""
+    try:
+        return read_unit_state(unit, timeout=5).describe()
+    except UnitStateError as exc:
+        return f"unknown: {exc.message}"[:LINE]
+
+
+def plan_expiry(record: PlanRecord, policy: ExecutorPolicy) -> datetime:
+    return record.submitted_at + timedelta(seconds=policy.plan_ttl_seconds)
+
+
+def when_approved(
+    policy: ExecutorPolicy, now: datetime, analyze: Analyzer = systemd_analyze
+) -> tuple[datetime, str]:
+    """When an approval made ``now`` would expire (what ``gate.approve`` writes) and when
+    the plan would then run, in words (executor_svc.windows). A window that cannot be
+    computed is said in the words, not raised: the page still shows the plan."""
+    try:
+        expires = windows.approval_expiry(
+            policy.apply_window, now, policy.approval_ttl_seconds, analyze=analyze
+        )
+        runs = windows.runs_when(policy.apply_window, now, analyze=analyze)
+    except ExecutorError as exc:
+        return now + timedelta(seconds=policy.approval_ttl_seconds), exc.message[:LINE]
+    return expires, runs
+
+
+def evidence(record: PlanRecord) -> list[str]:
+    """What diagnosis saw, in two lines at most: the evidence it sent with the plan, else
+    the symptom it was asked about."""
+    lines = list(record.submitted_by.evidence) or (
+        [record.submitted_by.symptom] if record.submitted_by.symptom else []
+    )
+    return [line[:EVIDENCE_CHARS] for line in lines[:EVIDENCE_LINES]]
+
+
+def plan_view(
+    record: PlanRecord,
+    status: StatusRecord,
+    plan: Plan,
+    *,
+    policy: ExecutorPolicy,
+    now: datetime,
+    host: str,
+    read_state: ReadState = live_state,
+    analyze: Analyzer = systemd_analyze,
+) -> PlanView:
+    """``plan`` (verified from ``record``) as the page shows it, read now."""
+    states: dict[str, str] = {}
+    steps = []
+    for step, argv in zip(plan.steps, step_argv(plan), strict=True):
+        unit = step.args.unit
+        if unit not in states:
+            states[unit] = read_state(unit)[:LINE]
+        expect = {} if step.expect is None else step.expect.model_dump(mode="json")
+        steps.append(
+            StepView(
+                unit=unit,
+                argv=argv,
+                precondition=[w[:LINE] for w in expect_words(unit, expect)],
+                live=states[unit],
+                reason=(step.reason or "")[:LINE],
+            )
+        )
+    approval_expires_at, runs = when_approved(policy, now, analyze)
+    return PlanView(
+        plan_id=record.plan_id,
+        sha256=record.sha256,
+        host=host,
+        state=str(status.state),
+        goal=plan.goal[:LINE],
+        units=list(plan.units()),
+        steps=steps,
+        evidence=evidence(record),
+        submitted_at=record.submitted_at,
+        plan_expires_at=plan_expiry(record, policy),
+        approval_expires_at=approval_expires_at,
+        runs=runs,
+    )

@@ -1,0 +1,162 @@
+"""What one approver is told about one plan: a short plain text (email, Slack, ntfy),
+the same facts as a JSON document (the generic webhook), and a subject line.
+
+The text, for a plan with one step::
+
+    opsbot: plan 20261201-183500-1a2b3c4d for app.service on web1 waits for approval
+    Goal: restart app.service, which crashed on a full disk
+    Step 1: systemctl restart app.service
+      precondition: app.service is failed
+    Evidence: app.service failed with result 'exit-code'
+              journal: No space left on device
+    sha256: 0123456789ab   runs: at once
+    Approve (alice): https://ops.example.com/opsbot/p/<token>
+    Reject (alice):  https://ops.example.com/opsbot/p/<token>
+    Links expire 2026-12-01 19:35 UTC; the plan expires 2026-12-02 18:35 UTC.
+    On the host: sudo opsbot approve 20261201-183500-1a2b3c4d --sha256 0123456789ab
+
+Everything in it that came from the plan (the goal, the evidence, argv, the host) went
+through a model that read text anyone can write to the journal: control characters and
+bidirectional overrides are shown as escapes (shared_schema.text.printable), and long
+lines are cut. The page the link opens shows the plan whole, with its full sha256; the
+12 hex here are for comparing it, and for ``opsbot approve --sha256`` on the host.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from shared_schema.approver_socket import Decision, Link, Notice, PlanView
+from shared_schema.text import printable
+
+#: The sha256 prefix shown, and passed to ``opsbot approve --sha256``.
+SHA_PREFIX = 12
+#: Steps shown in the message; the page shows the rest.
+MAX_STEPS = 8
+MAX_LINE = 300
+MAX_EVIDENCE_LINES = 2
+
+
+def clean(value: str, limit: int = MAX_LINE) -> str:
+    """``value`` safe to show: escapes for control characters, cut to ``limit``."""
+    shown = printable(value)
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
+
+
+def when(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def link_url(link_base: str, token: str) -> str:
+    """The page of one decision: ``<link_base>/p/<token>``."""
+    return f"{link_base.rstrip('/')}/p/{token}"
+
+
+def shell_fallback(plan: PlanView) -> str:
+    """What root types on the host instead of clicking."""
+    return f"sudo opsbot approve {plan.plan_id} --sha256 {plan.sha256[:SHA_PREFIX]}"
+
+
+@dataclass(frozen=True)
+class Message:
+    """One approver's message about one plan."""
+
+    plan_id: str
+    approver: str
+    subject: str
+    text: str
+    #: The two links, or None without ``[notify] link_base``.
+    approve_url: str | None
+    reject_url: str | None
+    #: The generic webhook's JSON body.
+    document: dict[str, Any]
+
+
+def _link(links: list[Link], approver: str, decision: Decision) -> Link | None:
+    return next((k for k in links if k.approver == approver and k.decision == decision), None)
+
+
+def approvers_of(notice: Notice) -> list[str]:
+    """The approvers the notice has links for, in the order the approver gave them."""
+    return list(dict.fromkeys(link.approver for link in notice.links))
+
+
+def subject(plan: PlanView) -> str:
+    units = ", ".join(plan.units) or "no unit"
+    return clean(f"opsbot: plan {plan.plan_id} for {units} on {plan.host} waits for approval", 200)
+
+
+def render(notice: Notice, approver: str, link_base: str | None) -> Message:
+    """The message ``approver`` gets about ``notice``'s plan, with their own links."""
+    plan = notice.plan
+    approve = _link(notice.links, approver, "approve")
+    reject = _link(notice.links, approver, "reject")
+    approve_url = link_url(link_base, approve.token) if link_base and approve else None
+    reject_url = link_url(link_base, reject.token) if link_base and reject else None
+    expiries = [k.expires_at for k in (approve, reject) if k is not None]
+    links_expire = min(expiries) if expiries else plan.approval_expires_at
+    prefix = plan.sha256[:SHA_PREFIX]
+    fallback = shell_fallback(plan)
+
+    lines = [subject(plan), f"Goal: {clean(plan.goal)}"]
+    for number, step in enumerate(plan.steps[:MAX_STEPS], start=1):
+        lines.append(f"Step {number}: {clean(shlex.join(step.argv))}")
+        condition = "; ".join(step.precondition) or "none"
+        lines.append(f"  precondition: {clean(condition)}")
+    if len(plan.steps) > MAX_STEPS:
+        lines.append(f"... and {len(plan.steps) - MAX_STEPS} more steps (the page shows all)")
+    evidence = [clean(e) for e in plan.evidence[:MAX_EVIDENCE_LINES]] or ["(none recorded)"]
+    lines.append(f"Evidence: {evidence[0]}")
+    lines.extend(f"          {more}" for more in evidence[1:])
+    lines.append(f"sha256: {prefix}   runs: {clean(plan.runs or 'at once', 100)}")
+    if approve_url and reject_url:
+        lines.append(f"Approve ({approver}): {approve_url}")
+        lines.append(f"Reject ({approver}):  {reject_url}")
+        lines.append(
+            f"Links expire {when(links_expire)}; the plan expires {when(plan.plan_expires_at)}."
+        )
+    else:
+        lines.append("The approval page is not configured ([notify] link_base).")
+        lines.append(f"The plan expires {when(plan.plan_expires_at)}.")
+    lines.append(f"On the host: {fallback}")
+
+    document: dict[str, Any] = {
+        "event": "plan.proposed",
+        "plan_id": plan.plan_id,
+        "sha256": plan.sha256,
+        "sha256_prefix": prefix,
+        "host": clean(plan.host),
+        "units": [clean(u) for u in plan.units],
+        "goal": clean(plan.goal),
+        "steps": [
+            {
+                "unit": clean(step.unit),
+                "argv": [printable(a) for a in step.argv],
+                "command": clean(shlex.join(step.argv)),
+                "precondition": [clean(p) for p in step.precondition],
+            }
+            for step in plan.steps
+        ],
+        "evidence": [clean(e) for e in plan.evidence[:MAX_EVIDENCE_LINES]],
+        "runs": clean(plan.runs or "at once", 100),
+        "approver": approver,
+        "approve_url": approve_url,
+        "reject_url": reject_url,
+        "links_expire_at": links_expire.astimezone(UTC).isoformat(),
+        "approval_expires_at": plan.approval_expires_at.astimezone(UTC).isoformat(),
+        "plan_expires_at": plan.plan_expires_at.astimezone(UTC).isoformat(),
+        "shell": fallback,
+        "text": "\n".join(lines),
+    }
+    return Message(
+        plan_id=plan.plan_id,
+        approver=approver,
+        subject=subject(plan),
+        text="\n".join(lines) + "\n",
+        approve_url=approve_url,
+        reject_url=reject_url,
+        document=document,
+    )

@@ -1,0 +1,198 @@
+"""The approver socket (/run/opsbot/approver.sock): how the units that hold no authority
+(opsbot-notify, opsbot-web) ask root's opsbot-approver for the one thing each may ask.
+
+One JSON line each way (shared_io.framing). Who may send which request is the peer's uid
+(SO_PEERCRED), never anything in the message:
+
+- ``announce`` (opsbot-notify's uid only): the PROPOSED plans not announced before, each
+  with a fresh approve and reject token per approver; the approver marks them announced.
+- ``view`` (opsbot-web's uid only): what one token is for, for the page a GET shows; it
+  changes nothing (a chat's link preview fetches every URL).
+- ``decide`` (opsbot-web's uid only): a token, the approver's TOTP code and a reason; the
+  approver checks the token first, then the code, then the plan, and only then writes
+  the approval (or the rejection) ``opsbot approve`` (``reject``) writes.
+
+A token is 128 random bits, URL-safe base64 (22 characters), stored by the approver only
+as its sha256; it is single-use and bound to one plan id, its sha256, one approver and one
+decision, so that a relay seeing a reject link cannot make an approve of it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
+
+from pydantic import AwareDatetime, Field, TypeAdapter
+
+from shared_schema._model import Model
+from shared_schema.units import PlanId, Sha256Hex
+
+TOKEN_PATTERN = r"^[A-Za-z0-9_-]{22}$"
+Token = Annotated[str, Field(pattern=TOKEN_PATTERN)]
+TotpCode = Annotated[str, Field(pattern=r"^[0-9]{6}$")]
+ApproverName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
+Decision = Literal["approve", "reject"]
+MAX_APPROVER_MESSAGE_BYTES = 16 * 1024
+MAX_APPROVER_REPLY_BYTES = 1024 * 1024
+Line = Annotated[str, Field(max_length=2000)]
+
+# -- requests ---------------------------------------------------------------------------
+
+
+class Announce(Model):
+    v: Literal[1] = 1
+    op: Literal["announce"] = "announce"
+
+
+class View(Model):
+    v: Literal[1] = 1
+    op: Literal["view"] = "view"
+    token: Token
+
+
+class Decide(Model):
+    v: Literal[1] = 1
+    op: Literal["decide"] = "decide"
+    token: Token
+    code: TotpCode
+    reason: Annotated[str, Field(max_length=500)] = ""
+    #: The client's address as opsbot-web saw it (for the journal only; never trusted).
+    source: Annotated[str, Field(max_length=100)] = ""
+
+
+if TYPE_CHECKING:
+    ApproverRequest = Announce | View | Decide
+else:
+    ApproverRequest = Annotated[Union[Announce, View, Decide], Field(discriminator="op")]  # noqa: UP007
+
+# -- what a plan looks like to the page and the notification ------------------------------
+
+
+class StepView(Model):
+    unit: str
+    #: The step exactly as it runs (no shell).
+    argv: list[str]
+    #: Its precondition in words ("app.service is failed"), or [] for none.
+    precondition: list[Line] = []
+    #: The unit's live state now, in words ("failed (failed)"), or why it is unknown.
+    live: Line = ""
+    reason: Line = ""
+
+
+class PlanView(Model):
+    plan_id: PlanId
+    sha256: Sha256Hex
+    host: str
+    state: str
+    goal: Line
+    units: list[str]
+    steps: list[StepView]
+    #: Two lines at most: what diagnosis saw (the symptom, the evidence).
+    evidence: list[Line] = []
+    submitted_at: AwareDatetime
+    #: When the plan itself expires (plan_ttl_seconds after it was submitted).
+    plan_expires_at: AwareDatetime
+    #: When an approval made now would expire (an apply window may make it later).
+    approval_expires_at: AwareDatetime
+    #: When it would run once approved ("at once", or the apply window that opens next).
+    runs: Line = ""
+
+
+class Link(Model):
+    approver: ApproverName
+    decision: Decision
+    token: Token
+    expires_at: AwareDatetime
+
+
+class Notice(Model):
+    plan: PlanView
+    links: list[Link]
+
+
+# -- replies ----------------------------------------------------------------------------
+
+
+class Announced(Model):
+    v: Literal[1] = 1
+    op: Literal["announced"] = "announced"
+    notices: list[Notice]
+
+
+class Viewed(Model):
+    v: Literal[1] = 1
+    op: Literal["viewed"] = "viewed"
+    plan: PlanView
+    approver: ApproverName
+    decision: Decision
+    expires_at: AwareDatetime
+
+
+class Decided(Model):
+    v: Literal[1] = 1
+    op: Literal["decided"] = "decided"
+    decision: Decision
+    plan_id: PlanId
+    sha256: Sha256Hex
+    approver: ApproverName
+    #: The approval's expiry (approve), or None (reject).
+    approval_expires_at: AwareDatetime | None = None
+    #: What will apply it, as systemd says now (approve), or "" (reject).
+    applies: Line = ""
+
+
+RefusalKind = Literal["request", "token", "code", "limit", "plan", "internal"]
+
+
+class Refused(Model):
+    """``kind``: ``request`` malformed or not allowed for this uid; ``token`` unknown,
+    used, expired or for another plan; ``code`` a wrong or reused TOTP code; ``limit``
+    too many attempts; ``plan`` the plan changed, ended or cannot be approved now;
+    ``internal`` the approver failed (its journal says why)."""
+
+    v: Literal[1] = 1
+    op: Literal["refused"] = "refused"
+    kind: RefusalKind
+    reason: Line
+
+
+if TYPE_CHECKING:
+    ApproverReply = Announced | Viewed | Decided | Refused
+else:
+    ApproverReply = Annotated[
+        Union[Announced, Viewed, Decided, Refused],  # noqa: UP007
+        Field(discriminator="op"),
+    ]
+
+_REQUESTS: TypeAdapter[Any] = TypeAdapter(ApproverRequest)
+_REPLIES: TypeAdapter[Any] = TypeAdapter(ApproverReply)
+
+
+def parse_approver_request(data: bytes) -> Announce | View | Decide:
+    """A request line, or pydantic's ValidationError."""
+    value: Announce | View | Decide = _REQUESTS.validate_json(data)
+    return value
+
+
+def parse_approver_reply(data: bytes) -> Announced | Viewed | Decided | Refused:
+    value: Announced | Viewed | Decided | Refused = _REPLIES.validate_json(data)
+    return value
+
+
+__all__ = [
+    "Announce",
+    "Announced",
+    "ApproverName",
+    "Decide",
+    "Decided",
+    "Decision",
+    "Link",
+    "Notice",
+    "PlanView",
+    "Refused",
+    "StepView",
+    "Token",
+    "View",
+    "Viewed",
+    "parse_approver_reply",
+    "parse_approver_request",
+]

@@ -1,0 +1,167 @@
+"""Approving from a phone, in a booted container: the config that names the channels and
+approvers, the receivers an operator's side would run, and the verbs the tests use.
+
+:func:`set_up_phone` turns the session's opsbot container into a host whose plans are
+announced on a signed webhook and by mail (testbed/inside/receivers.py, in the container),
+with three approvers provisioned by ``opsbot approvers add`` (each with a TOTP secret,
+so each test can spend a code of its own: a code is usable once per approver). The page
+(opsbot-web) listens on 127.0.0.1:8750 in the container, as installed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pyotp
+
+from testbed.container import BootedSystemd
+from testbed.host import PYTHON, REPO, TEST_CONFIG, opsbot
+
+WEBHOOK_PORT = 9099
+SMTP_PORT = 2525
+PAGE = "http://127.0.0.1:8750"
+#: Where the receivers write what they got, inside the container (and under ct.root).
+INBOX = "/srv/receivers"
+HOOK_KEY = "/etc/opsbot/notify/hook"
+APPROVERS = ("alice", "bob", "carol", "dave")
+
+PHONE_CONFIG = (
+    TEST_CONFIG
+    + f"""
+[notify]
+link_base = "{PAGE}"
+ip_allow = ["127.0.0.1"]
+attempts = 3
+timeout_seconds = 5
+
+[notify.channels.hook]
+kind = "webhook"
+url = "http://127.0.0.1:{WEBHOOK_PORT}/opsbot"
+
+[notify.channels.mail]
+kind = "email"
+host = "127.0.0.1"
+port = {SMTP_PORT}
+security = "none"
+sender = "opsbot@ct.test"
+to = ["alice@ct.test"]
+
+[approvers.alice]
+notify = ["hook", "mail"]
+
+[approvers.bob]
+notify = ["hook"]
+
+[approvers.carol]
+notify = ["hook"]
+
+[approvers.dave]
+notify = ["hook"]
+"""
+)
+
+
+@dataclass
+class Phone:
+    ct: BootedSystemd
+    secrets: dict[str, str] = field(default_factory=dict)
+    #: The last TOTP time step each approver spent in this session (a code works once).
+    spent: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def inbox(self) -> Path:
+        return self.ct.root / INBOX.lstrip("/")
+
+    def code(self, approver: str) -> str:
+        """A TOTP code of ``approver`` not spent before: the current one, or (once this
+        time step's was used) the next step's, which the approver accepts a step early."""
+        totp = pyotp.TOTP(self.secrets[approver])
+        step = int(time.time()) // 30
+        if self.spent.get(approver, -1) >= step:
+            step = self.spent[approver] + 1
+            while step > int(time.time()) // 30 + 1:
+                time.sleep(1)  # two codes spent within one step: wait for the next
+        self.spent[approver] = step
+        return totp.at(step * 30)
+
+    def hooks(self) -> list[dict[str, Any]]:
+        """Every signed webhook message received so far, oldest first."""
+        found = sorted(self.inbox.glob("hook-*.json"), key=lambda p: int(p.stem.split("-")[1]))
+        return [json.loads(p.read_text()) for p in found]
+
+    def refused(self) -> list[str]:
+        return [p.read_text() for p in sorted(self.inbox.glob("refused-*.txt"))]
+
+    def mails(self) -> list[str]:
+        return [p.read_text() for p in sorted(self.inbox.glob("mail-*.eml"))]
+
+    def notice_for(self, plan_id: str, approver: str, timeout: float = 60) -> dict[str, Any]:
+        """The signed webhook message to ``approver`` announcing ``plan_id`` (waits)."""
+
+        def found() -> dict[str, Any] | None:
+            for message in self.hooks():
+                if message.get("plan_id") == plan_id and message.get("approver") == approver:
+                    return message
+            return None
+
+        got = self.ct.wait_for(found, timeout=timeout, interval=0.3, what=f"notice of {plan_id}")
+        assert got is not None
+        return got
+
+    def click(self, url: str, *args: str) -> dict[str, Any]:
+        """testbed/inside/tap.py URL ARGS inside the container: its JSON."""
+        done = self.ct.run(
+            [PYTHON, f"{REPO}/testbed/inside/tap.py", url, *args],
+            env={"PYTHONPATH": REPO},
+            timeout=60,
+        )
+        said: dict[str, Any] = json.loads(done.stdout)
+        return said
+
+
+def set_up_phone(ct: BootedSystemd) -> Phone:
+    ct.write_file("/etc/opsbot/opsbot.toml", PHONE_CONFIG)
+    ct.run(["install", "-d", "-m", "0700", "/etc/opsbot/notify"])
+    ct.write_file(HOOK_KEY, "webhook-key-of-this-test\n", mode=0o600)
+    phone = Phone(ct)
+    for name in APPROVERS:
+        said = json.loads(opsbot(ct, "approvers", "add", name, "--replace", "--json").stdout)
+        uri = urlparse(said["uri"])
+        phone.secrets[name] = parse_qs(uri.query)["secret"][0]
+    opsbot(ct, "firewall", "--write")
+    ct.run(["rm", "-rf", INBOX])
+    ct.systemctl("stop", "test-receivers.service", check=False)
+    ct.systemctl("reset-failed", "test-receivers.service", check=False)
+    ct.run(
+        [
+            "systemd-run",
+            "--unit=test-receivers",
+            "-p",
+            "RuntimeMaxSec=1200",
+            "-p",
+            f"Environment=PYTHONPATH={REPO}",
+            PYTHON,
+            f"{REPO}/testbed/inside/receivers.py",
+            INBOX,
+            HOOK_KEY,
+            str(WEBHOOK_PORT),
+            str(SMTP_PORT),
+        ]
+    )
+    ct.wait_for(lambda: (phone.inbox / "ready").exists(), timeout=20, what="receivers ready")
+    # The approver and the page read the config when they start.
+    ct.systemctl("restart", "opsbot-web.socket")
+    ct.systemctl("stop", "opsbot-web.service", "opsbot-approver.service", check=False)
+    return phone
+
+
+def tear_down_phone(ct: BootedSystemd) -> None:
+    ct.systemctl("stop", "test-receivers.service", check=False)
+    ct.write_file("/etc/opsbot/opsbot.toml", TEST_CONFIG)
+    opsbot(ct, "firewall", "--write")
+    ct.systemctl("stop", "opsbot-web.service", "opsbot-approver.service", check=False)

@@ -1,0 +1,198 @@
+"""Approving from anywhere, on a booted systemd: a stored plan is announced on a signed
+webhook and by mail; its link opens the page (opsbot-web), which shows the plan as the
+executor stored it; the approver's TOTP code approves it through root's opsbot-approver,
+and the plan is applied and verified. The page and the notifier hold no authority:
+tokens and codes are checked by root, a link works once, a GET changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from testbed.container import BootedSystemd
+from testbed.host import (
+    PYTHON,
+    invocation,
+    plan_state,
+    restart_plan,
+    send_raw,
+    submit,
+    wait_state,
+)
+from testbed.phone import Phone, set_up_phone, tear_down_phone
+
+APPROVER_SOCKET = "/run/opsbot/approver.sock"
+
+
+@pytest.fixture(scope="module")
+def phone(opsbot: BootedSystemd) -> Iterator[Phone]:
+    ready = set_up_phone(opsbot)
+    yield ready
+    tear_down_phone(opsbot)
+
+
+def _plan(ct: BootedSystemd, goal: str) -> dict[str, str]:
+    unit = "demo-web.service"
+    reply = submit(ct, restart_plan(unit, goal, invocation_id=invocation(ct, unit)))
+    assert reply["op"] == "accept", reply
+    return {"plan_id": reply["plan_id"], "sha256": reply["sha256"]}
+
+
+def test_a_stored_plan_is_announced_signed_and_by_mail(phone: Phone) -> None:
+    """The operator's webhook receiver accepts opsbot's signature (HMAC-SHA256 over
+    timestamp.body, checked as the README says); the message carries the host, the goal,
+    the step as argv, the sha256's first 12 hex, the expiry, the evidence and both links;
+    the mail says the same."""
+    plan = _plan(phone.ct, "restart demo-web after its crash (notice test)")
+    notice = phone.notice_for(plan["plan_id"], "alice")
+    assert phone.refused() == []
+    text = notice["text"]
+    assert plan["sha256"][:12] in text and notice["sha256"] == plan["sha256"]
+    assert [step["argv"][-1] for step in notice["steps"]] == ["demo-web.service"]
+    assert "systemctl restart" in text and "demo-web.service" in text
+    assert "restart demo-web after its crash (notice test)" in text
+    assert "Evidence:" in text and "expire" in text
+    approve_url, reject_url = notice["approve_url"], notice["reject_url"]
+    assert approve_url != reject_url and approve_url.startswith("http://127.0.0.1:8750/p/")
+    assert reject_url.startswith("http://127.0.0.1:8750/p/")
+
+    def mailed() -> str:
+        return next((m for m in phone.mails() if plan["plan_id"] in m), "")
+
+    mail = phone.ct.wait_for(mailed, timeout=30, interval=0.3, what="the mail")
+    assert plan["sha256"][:12] in mail
+    assert re.search(r"/p/[A-Za-z0-9_-]{22}", mail)
+    # Announced once: a second notify run sends nothing new for it.
+    before = len(phone.hooks())
+    phone.ct.systemctl("start", "opsbot-notify.service")
+    assert len(phone.hooks()) == before
+
+
+def test_the_link_shows_the_plan_and_a_get_changes_nothing(phone: Phone) -> None:
+    """A chat's link preview fetches every URL: GETs of the approve link show the plan
+    (its argv, its whole sha256, who is asked) and leave it PROPOSED, the link usable."""
+    plan = _plan(phone.ct, "restart demo-web (preview test)")
+    url = phone.notice_for(plan["plan_id"], "bob")["approve_url"]
+    for _ in range(3):
+        seen = phone.click(url)
+        assert seen["get"]["status"] == 200, seen
+    assert plan["sha256"] in seen["get"]["text"]
+    assert "demo-web.service" in seen["get"]["text"]
+    assert "bob" in seen["get"]["text"]
+    assert plan_state(phone.ct, plan["plan_id"]) == "PROPOSED"
+    assert (
+        not phone.ct.run(
+            ["test", "-e", f"/var/lib/opsbot-approvals/{plan['plan_id']}.approval"], check=False
+        ).returncode
+        == 0
+    )
+
+
+def test_approving_from_the_page_applies_and_verifies_the_plan(phone: Phone) -> None:
+    """The approver's code on the page writes root's approval (approver's name in it and
+    in the journal); the apply runs it and opsbot-verify says VERIFIED. The same link a
+    second time is refused with a clear page, and nothing runs twice."""
+    ct = phone.ct
+    plan = _plan(ct, "restart demo-web (page approval test)")
+    url = phone.notice_for(plan["plan_id"], "carol")["approve_url"]
+    done = phone.click(url, "--code", phone.code("carol"), "--reason", "seen on call")
+    assert done["post"]["status"] == 200, done
+    approval = json.loads(
+        ct.run(["cat", f"/var/lib/opsbot-approvals/{plan['plan_id']}.approval"]).stdout
+        or ct.run(
+            ["sh", "-c", f"cat /var/lib/opsbot-approvals/used/{plan['plan_id']}*.approval"]
+        ).stdout
+    )
+    assert approval["approver"] == "carol" and approval["sha256"] == plan["sha256"]
+    assert wait_state(ct, plan["plan_id"], {"VERIFIED", "UNRESOLVED"}, timeout=90) == "VERIFIED"
+    journal = ct.journal("-u", "opsbot-approver.service", "-o", "cat")
+    assert plan["plan_id"] in journal and "carol" in journal
+    again = phone.click(url, "--code", phone.code("carol"))
+    assert again["get"]["status"] in (404, 410), again
+    assert "used" in again["get"]["text"].lower() or "no longer" in again["get"]["text"].lower()
+
+
+def test_a_reject_link_cannot_approve(phone: Phone) -> None:
+    """The reject link, with a right code, rejects: a relay that saw it cannot make an
+    approval of it. The plan is REJECTED and never runs."""
+    ct = phone.ct
+    plan = _plan(ct, "restart demo-web (reject link test)")
+    url = phone.notice_for(plan["plan_id"], "dave")["reject_url"]
+    seen = phone.click(url)
+    assert "reject" in seen["get"]["text"].lower()
+    done = phone.click(url, "--code", phone.code("dave"), "--reason", "not now")
+    assert done["post"]["status"] == 200, done
+    assert plan_state(ct, plan["plan_id"]) == "REJECTED"
+
+
+# -- the page and the notifier hold no authority ---------------------------------------
+
+
+def _as(ct: BootedSystemd, user: str, message: dict[str, object]) -> tuple[int, str]:
+    status, out, err = send_raw(ct, json.dumps(message) + "\n", user=user, socket=APPROVER_SOCKET)
+    return status, out + err
+
+
+def test_the_web_user_cannot_approve_by_hand(phone: Phone) -> None:
+    """As opsbot-web, by hand: forged and cross-plan tokens and wrong codes are refused by
+    root's approver; writing an approval file is refused by the kernel; asking for fresh
+    tokens (announce) is not the web's request; other users cannot reach the socket."""
+    ct = phone.ct
+    plan = _plan(ct, "restart demo-web (attack test)")
+    other = _plan(ct, "restart demo-web (attack test, other plan)")
+    token = phone.notice_for(plan["plan_id"], "alice")["approve_url"].rsplit("/", 1)[1]
+    forged = "A" * 22
+    for message, kind in (
+        ({"v": 1, "op": "decide", "token": forged, "code": "123456"}, "token"),
+        ({"v": 1, "op": "decide", "token": token, "code": "000000"}, "code"),
+        ({"v": 1, "op": "announce"}, "request"),
+    ):
+        status, said = _as(ct, "opsbot-web", message)
+        reply = json.loads(said.splitlines()[0])
+        assert reply["op"] == "refused" and reply["kind"] == kind, (message, reply)
+    # The kernel refuses the web user the approvals directory and the executor's store.
+    for path in (f"/var/lib/opsbot-approvals/{plan['plan_id']}.approval", "/var/lib/opsbot/x"):
+        wrote = ct.run(["sh", "-c", f"echo x > {path}"], user="opsbot-web", check=False)
+        assert wrote.returncode != 0
+    # Reading the TOTP secrets: root's only.
+    read = ct.run(["cat", "/etc/opsbot/totp/alice"], user="opsbot-web", check=False)
+    assert read.returncode != 0
+    status, said = _as(ct, "mallory", {"v": 1, "op": "view", "token": token})
+    assert status == 3, said  # connect refused: not in group opsbot-relay
+    for plan_id in (plan["plan_id"], other["plan_id"]):
+        assert plan_state(ct, plan_id) == "PROPOSED"
+
+
+def test_the_units_have_their_ip_filters_and_the_page_no_network(phone: Phone) -> None:
+    """systemd's IP filters are set from the config (these containers do not enforce them:
+    no cgroup BPF), and the page's service has no network of its own: from inside its
+    namespace nothing is reachable, not even the receivers on the container's loopback."""
+    ct = phone.ct
+    show = ct.run(
+        ["systemctl", "show", "-p", "IPAddressAllow,IPAddressDeny", "opsbot-notify.service"]
+    ).stdout
+    assert "IPAddressAllow=127.0.0.1" in show and "IPAddressDeny=0.0.0.0/0 ::/0" in show, show
+    sock = ct.run(["systemctl", "show", "-p", "IPAddressDeny", "opsbot-web.socket"]).stdout
+    assert "0.0.0.0/0" in sock, sock
+    # Wake the page and look from its own network namespace.
+    phone.click("http://127.0.0.1:8750/p/" + "B" * 22)
+    pid = ct.run(["systemctl", "show", "-P", "MainPID", "opsbot-web.service"]).stdout.strip()
+    assert pid not in ("", "0")
+    probe = (
+        "import socket,sys\n"
+        "s=socket.socket(); s.settimeout(3)\n"
+        "try: s.connect(('127.0.0.1', int(sys.argv[1]))); print('connected')\n"
+        "except OSError as e: print('refused', e.errno)\n"
+    )
+    inside = ct.run(
+        ["nsenter", "-t", pid, "-n", PYTHON, "-c", probe, "9099"], check=False
+    ).stdout.strip()
+    assert inside.startswith("refused"), inside
+    routes = ct.run(["nsenter", "-t", pid, "-n", "ip", "route"], check=False).stdout.strip()
+    assert routes == "", routes
+    outside = ct.run([PYTHON, "-c", probe, "9099"]).stdout.strip()
+    assert outside == "connected"

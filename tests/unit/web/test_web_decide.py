@@ -1,0 +1,157 @@
+"""Approving and rejecting: a POST from the page with the approver's code is relayed as
+one ``decide``; a POST from anywhere else, or without the page's CSRF value, is refused
+before the approver hears of it."""
+
+from __future__ import annotations
+
+from shared_schema.approver_socket import Decide
+from tests.unit.web.conftest import APPROVE, REJECT, Start, Web, csrf_of
+
+
+def _opened(web: Web, token: str = APPROVE, source: str = "127.0.0.1") -> tuple[object, str]:
+    client = web.client(source)
+    page = client.get(f"/p/{token}")
+    assert page.status_code == 200
+    return client, csrf_of(page.text)
+
+
+def test_approve_happy_path(start_web: Start) -> None:
+    """The page's form with the right code approves: one decide with the token, the code,
+    the reason and the client's address; the result says until when and what applies it;
+    the link then no longer works."""
+    web = start_web()
+    with web.client() as client:
+        page = client.get(f"/p/{APPROVE}")
+        cookie = page.headers["set-cookie"].lower()
+        assert "samesite=strict" in cookie and "httponly" in cookie
+        assert "path=" not in cookie and "secure" not in cookie  # plain http here
+        response = client.post(
+            f"/p/{APPROVE}",
+            data={"csrf": csrf_of(page.text), "code": "123456", "reason": "as agreed"},
+            headers={"origin": web.url},
+        )
+        assert response.status_code == 200, response.text
+        assert 'Plan <span class="mono">20261201-152001-0a1b2c3d</span> approved' in response.text
+        assert "2026-12-01 15:50:01 UTC" in response.text
+        assert "opsbot-apply.service, at once" in response.text
+        assert client.get(f"/p/{APPROVE}").status_code == 410
+    assert web.approver.decides == [
+        Decide(token=APPROVE, code="123456", reason="as agreed", source="127.0.0.1")
+    ]
+
+
+def test_reject_happy_path(start_web: Start) -> None:
+    """The reject link's form rejects, and says so."""
+    web = start_web()
+    with web.client() as client:
+        page = client.get(f"/p/{REJECT}")
+        response = client.post(f"/p/{REJECT}", data={"csrf": csrf_of(page.text), "code": "123456"})
+    assert response.status_code == 200
+    assert "rejected" in response.text and "approved" not in response.text
+    assert [d.token for d in web.approver.decides] == [REJECT]
+
+
+def test_a_wrong_code_shows_the_form_again_saying_so(start_web: Start) -> None:
+    """A wrong code: the form again (400) with the message; a malformed one is not even
+    sent to the approver; after the approver's limit, the page says so."""
+    web = start_web()
+    with web.client() as client:
+        csrf = csrf_of(client.get(f"/p/{APPROVE}").text)
+        bad = client.post(f"/p/{APPROVE}", data={"csrf": csrf, "code": "12345x"})
+        assert bad.status_code == 400 and "The code is the 6 digits" in bad.text
+        assert web.approver.decides == []
+        for _ in range(3):
+            wrong = client.post(f"/p/{APPROVE}", data={"csrf": csrf, "code": "654321"})
+            assert wrong.status_code == 400
+            assert "That code is wrong or was used already" in wrong.text
+            assert 'name="code"' in wrong.text
+        locked = client.post(f"/p/{APPROVE}", data={"csrf": csrf, "code": "123456"})
+    assert locked.status_code == 429 and "Too many attempts" in locked.text
+    assert len(web.approver.decides) == 4
+    assert not web.approver.tokens[APPROVE].used
+
+
+def test_a_post_without_the_pages_csrf_value_decides_nothing(start_web: Start) -> None:
+    """No cookie, no field, a field that is not the cookie, another site's Origin or
+    Referer, Origin: null: each is a 403, and the approver is never asked to decide."""
+    web = start_web()
+    with web.client() as client:
+        csrf = csrf_of(client.get(f"/p/{APPROVE}").text)
+        attempts = [
+            ({"code": "123456"}, {}),
+            ({"code": "123456", "csrf": "x" * 43}, {}),
+            ({"code": "123456", "csrf": csrf}, {"origin": "https://evil.example"}),
+            ({"code": "123456", "csrf": csrf}, {"origin": "null"}),
+            ({"code": "123456", "csrf": csrf}, {"referer": "https://evil.example/p/x"}),
+        ]
+        for data, headers in attempts:
+            response = client.post(f"/p/{APPROVE}", data=data, headers=headers)
+            assert response.status_code == 403, (data, headers)
+    with web.client() as fresh:  # the field, but no cookie
+        response = fresh.post(f"/p/{APPROVE}", data={"code": "123456", "csrf": csrf})
+        assert response.status_code == 403
+    assert web.approver.decides == []
+    # The same request from the page itself passes: the guard refused what it should.
+    with web.client() as client:
+        csrf = csrf_of(client.get(f"/p/{APPROVE}").text)
+        ok = client.post(
+            f"/p/{APPROVE}",
+            data={"code": "123456", "csrf": csrf},
+            headers={"origin": web.url, "referer": f"{web.url}/p/{APPROVE}"},
+        )
+        assert ok.status_code == 200
+
+
+def test_the_cookie_is_secure_behind_a_trusted_https_proxy_only(start_web: Start) -> None:
+    """X-Forwarded-Proto https makes the cookie Secure from a trusted proxy, and is
+    ignored from anyone else; X-Forwarded-For names the source only from the proxy."""
+    web = start_web(trusted_proxies=["127.0.0.2"])
+    headers = {"x-forwarded-proto": "https", "x-forwarded-for": "203.0.113.9"}
+    with web.client("127.0.0.1") as direct, web.client("127.0.0.2") as proxied:
+        assert (
+            "secure"
+            not in direct.get(f"/p/{APPROVE}", headers=headers).headers["set-cookie"].lower()
+        )
+        page = proxied.get(f"/p/{APPROVE}", headers=headers)
+        assert "secure" in page.headers["set-cookie"].lower()
+        proxied.cookies.set("opsbot_csrf", page.cookies["opsbot_csrf"])
+        proxied.post(
+            f"/p/{APPROVE}", data={"code": "123456", "csrf": csrf_of(page.text)}, headers=headers
+        )
+    assert [d.source for d in web.approver.decides] == ["203.0.113.9"]
+
+
+def test_an_oversized_body_is_a_413_without_a_decide(start_web: Start) -> None:
+    """A Content-Length over max_body_bytes is refused before the body is read; a chunked
+    body is counted as it comes and refused the same way."""
+    web = start_web(max_body_bytes=1024)
+    with web.client() as client:
+        csrf = csrf_of(client.get(f"/p/{APPROVE}").text)
+        big = {"csrf": csrf, "code": "123456", "reason": "x" * 2000}
+        assert client.post(f"/p/{APPROVE}", data=big).status_code == 413
+
+        def chunks() -> object:
+            yield b"csrf=" + csrf.encode() + b"&code=123456&reason="
+            for _ in range(10):
+                yield b"y" * 200
+
+        response = client.post(
+            f"/p/{APPROVE}",
+            content=chunks(),  # type: ignore[arg-type]
+            headers={"content-type": "application/x-www-form-urlencoded"},
+        )
+        assert response.status_code == 413
+    assert web.approver.decides == []
+
+
+def test_a_declared_oversized_body_is_refused_before_it_arrives(start_web: Start) -> None:
+    """Headers announcing a body over the cap get their 413 at once: the server does not
+    wait for (or read) a byte of it."""
+    web = start_web(max_body_bytes=1024, body_timeout_seconds=60)
+    with web.connect() as sock:
+        sock.sendall(
+            f"POST /p/{APPROVE} HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n".encode()
+        )
+        sock.settimeout(10)
+        assert sock.recv(4096).startswith(b"HTTP/1.1 413 ")
+    assert web.approver.requests == []

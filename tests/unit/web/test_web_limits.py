@@ -1,0 +1,217 @@
+"""What protects the page from a flood: header and body deadlines for slow clients,
+connections per source and in all, and per-source and global rate limits, each shown
+holding one source back while another (127.0.0.2) still gets through."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from tests.unit.web.conftest import APPROVE, Start, Web
+from web_svc.limits import RateLimiter, TokenBucket, source_key
+from web_svc.main import KEEP_ALIVE_SECONDS
+
+#: How long a test waits for the server to close a connection it must close: far more
+#: than the deadline, so that only a server that never closes it fails.
+BOUND = 10.0
+
+
+def closed_within(sock: socket.socket, seconds: float) -> float | None:
+    """Seconds until the server closed ``sock`` (reading and discarding), or None."""
+    start = time.monotonic()
+    sock.settimeout(seconds)
+    try:
+        while sock.recv(4096):
+            pass
+    except ConnectionResetError:
+        pass
+    except TimeoutError:
+        return None
+    return time.monotonic() - start
+
+
+def get_works(web: Web, source: str) -> bool:
+    with web.client(source) as client:
+        return client.get(f"/p/{APPROVE}").status_code == 200
+
+
+def request_on(sock: socket.socket) -> bytes:
+    """One keep-alive GET on an open connection; the status line."""
+    sock.sendall(f"GET /p/{APPROVE} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    sock.settimeout(5)
+    data = b""
+    while b"</html>" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data.split(b"\r\n", 1)[0]
+
+
+def trickled_until_closed(sock: socket.socket, data: bytes) -> bool:
+    """Send ``data`` a byte every 50 ms until the server closes ``sock`` (True), or for
+    at most BOUND seconds (False)."""
+    started = time.monotonic()
+    sock.settimeout(0.05)
+    for byte in data:
+        try:
+            sock.sendall(bytes([byte]))
+            if sock.recv(1) == b"":
+                return True
+        except TimeoutError:
+            pass
+        except (BrokenPipeError, ConnectionResetError):
+            return True
+        if time.monotonic() - started > BOUND:
+            return False
+    return False
+
+
+def test_a_silent_client_is_closed_after_the_header_deadline(start_web: Start) -> None:
+    """A connection that sends nothing is closed once header_timeout_seconds pass."""
+    web = start_web(header_timeout_seconds=0.3)
+    opened = time.monotonic()
+    with web.connect() as sock:
+        elapsed = closed_within(sock, BOUND)
+    assert elapsed is not None, f"still open after {BOUND} s"
+    assert time.monotonic() - opened >= 0.3
+
+
+def test_a_client_trickling_its_headers_is_closed_after_the_deadline(start_web: Start) -> None:
+    """A client that sends its headers a byte at a time (slowloris) is closed by the
+    header deadline, however often it sends."""
+    web = start_web(header_timeout_seconds=0.5)
+    request = f"GET /p/{APPROVE} HTTP/1.1\r\nHost: x\r\nX-Slow: ".encode() + b"a" * 1000
+    with web.connect() as sock:
+        assert trickled_until_closed(sock, request), "still open after trickling"
+
+
+def test_a_client_stalling_in_its_body_is_closed_after_the_body_deadline(
+    start_web: Start,
+) -> None:
+    """Headers in time, then a body that stops coming: closed once body_timeout_seconds
+    pass (the header deadline, far off, does not do it), and nothing decided."""
+    web = start_web(header_timeout_seconds=60, body_timeout_seconds=0.3)
+    head = f"POST /p/{APPROVE} HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
+    head += "Content-Type: application/x-www-form-urlencoded\r\n\r\n"
+    with web.connect() as sock:
+        sock.sendall(head.encode() + b"code=1")
+        assert closed_within(sock, BOUND) is not None
+    assert web.approver.decides == []
+
+
+def test_the_deadline_starts_again_after_each_response(start_web: Start) -> None:
+    """After a response, a keep-alive connection that trickles its next request (each
+    byte puts off uvicorn's own keep-alive timeout) is closed by the header deadline; so
+    is one that stays silent, before uvicorn's keep-alive would close it."""
+    web = start_web(header_timeout_seconds=0.3)
+    with web.connect() as sock:
+        assert request_on(sock) == b"HTTP/1.1 200 OK"
+        assert trickled_until_closed(sock, b"GET /p/" + b"a" * 2000), "still open"
+    with web.connect() as sock:
+        assert request_on(sock) == b"HTTP/1.1 200 OK"
+        assert closed_within(sock, KEEP_ALIVE_SECONDS - 1) is not None
+
+
+def test_one_source_holds_at_most_its_connections(start_web: Start) -> None:
+    """connections_per_source from 127.0.0.1 are served; the next one is closed at once,
+    while 127.0.0.2 is still served; when one closes, 127.0.0.1 may connect again."""
+    web = start_web(connections_per_source=2, header_timeout_seconds=60)
+    held = [web.connect(), web.connect()]
+    for sock in held:
+        assert request_on(sock) == b"HTTP/1.1 200 OK"
+    with web.connect() as over:
+        assert closed_within(over, BOUND) is not None
+    assert get_works(web, "127.0.0.2")
+    for sock in held:
+        assert request_on(sock) == b"HTTP/1.1 200 OK"
+    held.pop().close()
+    deadline = time.monotonic() + BOUND
+    while not get_works(web, "127.0.0.1"):  # the server has yet to see the close
+        assert time.monotonic() < deadline, "the closed connection still counts"
+    for sock in held:
+        sock.close()
+
+
+def test_a_trusted_proxy_is_held_only_by_max_connections(start_web: Start) -> None:
+    """Every client behind a trusted reverse proxy shares its address, so the proxy is not
+    held to connections_per_source (only to max_connections); others still are."""
+    web = start_web(connections_per_source=1, trusted_proxies=["127.0.0.2"])
+    held = [web.connect("127.0.0.2") for _ in range(3)]
+    for sock in held:
+        assert request_on(sock) == b"HTTP/1.1 200 OK"
+    first = web.connect("127.0.0.1")
+    assert request_on(first) == b"HTTP/1.1 200 OK"
+    with web.connect("127.0.0.1") as over:
+        assert closed_within(over, BOUND) is not None
+    for sock in [*held, first]:
+        sock.close()
+
+
+def test_no_more_than_max_connections_in_all(start_web: Start) -> None:
+    """max_connections across sources: the one over it is closed, whatever its source."""
+    web = start_web(max_connections=3, header_timeout_seconds=60)
+    held = [web.connect(source) for source in ("127.0.0.1", "127.0.0.2", "127.0.0.3")]
+    for sock in held:
+        assert request_on(sock) == b"HTTP/1.1 200 OK"
+    with web.connect("127.0.0.4") as over:
+        assert closed_within(over, BOUND) is not None
+    for sock in held:
+        sock.close()
+
+
+def test_one_source_over_its_rate_gets_429_while_another_passes(start_web: Start) -> None:
+    """requests_per_minute_per_source from one source pass, the next is 429 with
+    Retry-After (cheap: no approver asked); 127.0.0.2 still passes; a minute later the
+    first passes again. The clock is the test's."""
+    web = start_web(requests_per_minute_per_source=3)
+    with web.client("127.0.0.1") as flooding, web.client("127.0.0.2") as other:
+        assert [flooding.get(f"/p/{APPROVE}").status_code for _ in range(3)] == [200] * 3
+        refused = flooding.get(f"/p/{APPROVE}")
+        assert refused.status_code == 429
+        assert refused.headers["retry-after"] == "20"
+        assert "Too many requests" in refused.text
+        assert other.get(f"/p/{APPROVE}").status_code == 200
+        assert len(web.approver.requests) == 4
+        web.clock.now += 60
+        assert flooding.get(f"/p/{APPROVE}").status_code == 200
+
+
+def test_the_global_rate_limit_holds_everyone(start_web: Start) -> None:
+    """requests_per_second in all: past it, every source gets 429 until the clock moves."""
+    web = start_web(requests_per_second=4)
+    statuses = []
+    for source in ("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"):
+        with web.client(source) as client:
+            statuses.append(client.get("/").status_code)
+    assert statuses == [404, 404, 404, 404, 429]
+    web.clock.now += 1
+    with web.client("127.0.0.5") as client:
+        assert client.get("/").status_code == 404
+
+
+def test_a_source_refused_by_its_own_limit_spends_nothing_of_the_global_one() -> None:
+    """A flooding source's refused requests leave the global bucket to everyone else."""
+    now = [0.0]
+    limiter = RateLimiter(per_minute_per_source=2, per_second=4, clock=lambda: now[0])
+    assert [limiter.retry_after("a") for _ in range(50)][:3] == [0.0, 0.0, 30.0]
+    assert [limiter.retry_after(s) for s in ("b", "c")] == [0.0, 0.0]
+    assert limiter.retry_after("d") > 0
+
+
+def test_a_bucket_refills_at_its_rate() -> None:
+    """Two at once, then one per half second."""
+    bucket = TokenBucket(rate=2.0, capacity=2.0, now=0.0)
+    assert [bucket.take(0.0), bucket.take(0.0)] == [0.0, 0.0]
+    assert bucket.take(0.0) == pytest.approx(0.5)
+    assert bucket.take(0.5) == 0.0
+
+
+def test_sources_are_addresses_and_ipv6_counts_by_its_64() -> None:
+    """One IPv6 host (a /64) is one source; IPv4-mapped IPv6 is the IPv4 address."""
+    assert source_key("192.0.2.1") == "192.0.2.1"
+    assert source_key("2001:db8:1:2::5") == source_key("2001:db8:1:2:ffff::1")
+    assert source_key("2001:db8:1:2::5") == "2001:db8:1:2::/64"
+    assert source_key("::ffff:192.0.2.1") == "192.0.2.1"

@@ -1,0 +1,82 @@
+"""The page's one way to root: a request to /run/opsbot/approver.sock
+($OPSBOT_APPROVER_SOCKET), one JSON line each way (shared_schema.approver_socket).
+
+The approver tells the page's uid by SO_PEERCRED and lets it ``view`` and ``decide``
+only. Calls block (shared_io.framing.exchange), so the app runs them in worker threads,
+at most ``CONCURRENT_CALLS`` at once: a flood waits for a thread, it does not make more.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+from pydantic import ValidationError
+
+from shared_io.errors import PeerProtocolError
+from shared_io.framing import exchange
+from shared_schema.approver_socket import (
+    MAX_APPROVER_REPLY_BYTES,
+    Announced,
+    Decide,
+    Decided,
+    Refused,
+    View,
+    Viewed,
+    parse_approver_reply,
+)
+from shared_schema.messages import encode_message
+
+DEFAULT_SOCKET = "/run/opsbot/approver.sock"
+#: The approver re-reads the plan and asks systemd before it answers a decide.
+TIMEOUT_SECONDS = 15.0
+CONCURRENT_CALLS = 4
+
+
+def approver_socket(env: Mapping[str, str] | None = None) -> Path:
+    """$OPSBOT_APPROVER_SOCKET, else /run/opsbot/approver.sock."""
+    env = os.environ if env is None else env
+    return Path(env.get("OPSBOT_APPROVER_SOCKET") or DEFAULT_SOCKET)
+
+
+class ApproverClient:
+    """``view`` and ``decide`` on the approver at ``path``; failures to reach it are
+    shared_io.errors.SocketUnavailable (PeerProtocolError for a reply that is not one)."""
+
+    def __init__(self, path: Path, *, timeout: float = TIMEOUT_SECONDS) -> None:
+        self.path = path
+        self.timeout = timeout
+        self.limiter = anyio.CapacityLimiter(CONCURRENT_CALLS)
+
+    async def view(self, token: str) -> Viewed | Refused:
+        reply = await self._ask(View(token=token))
+        if not isinstance(reply, Viewed | Refused):
+            raise PeerProtocolError(str(self.path), "io", f"answered a view with {reply.op}")
+        return reply
+
+    async def decide(self, token: str, code: str, reason: str, source: str) -> Decided | Refused:
+        request = Decide(token=token, code=code, reason=reason, source=source[:100])
+        reply = await self._ask(request)
+        if not isinstance(reply, Decided | Refused):
+            raise PeerProtocolError(str(self.path), "io", f"answered a decide with {reply.op}")
+        return reply
+
+    async def _ask(self, request: View | Decide) -> Announced | Viewed | Decided | Refused:
+        line = await anyio.to_thread.run_sync(self._exchange, request, limiter=self.limiter)
+        try:
+            return parse_approver_reply(line)
+        except ValidationError as exc:
+            raise PeerProtocolError(
+                str(self.path), "io", f"sent a reply that is not one: {exc.error_count()} errors"
+            ) from exc
+
+    def _exchange(self, request: View | Decide) -> bytes:
+        return exchange(
+            self.path,
+            encode_message(request),
+            limit=MAX_APPROVER_REPLY_BYTES,
+            timeout=self.timeout,
+        )
