@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlparse
 import pyotp
 
 from testbed.container import BootedSystemd
-from testbed.host import PYTHON, REPO, TEST_CONFIG, opsbot
+from testbed.host import PYTHON, REPO, TEST_CONFIG, invocation, opsbot, restart_plan, submit
 
 WEBHOOK_PORT = 9099
 SMTP_PORT = 2525
@@ -134,6 +134,16 @@ def set_up_phone(ct: BootedSystemd) -> Phone:
         uri = urlparse(said["uri"])
         phone.secrets[name] = parse_qs(uri.query)["secret"][0]
     opsbot(ct, "firewall", "--write")
+    start_receivers(phone)
+    # The approver and the page read the config when they start.
+    ct.systemctl("restart", "opsbot-web.socket")
+    ct.systemctl("stop", "opsbot-web.service", "opsbot-approver.service", check=False)
+    return phone
+
+
+def start_receivers(phone: Phone) -> None:
+    """(Re)start the operator's webhook receiver and SMTP server (an empty inbox)."""
+    ct = phone.ct
     ct.run(["rm", "-rf", INBOX])
     ct.systemctl("stop", "test-receivers.service", check=False)
     ct.systemctl("reset-failed", "test-receivers.service", check=False)
@@ -154,10 +164,6 @@ def set_up_phone(ct: BootedSystemd) -> Phone:
         ]
     )
     ct.wait_for(lambda: (phone.inbox / "ready").exists(), timeout=20, what="receivers ready")
-    # The approver and the page read the config when they start.
-    ct.systemctl("restart", "opsbot-web.socket")
-    ct.systemctl("stop", "opsbot-web.service", "opsbot-approver.service", check=False)
-    return phone
 
 
 def tear_down_phone(ct: BootedSystemd) -> None:
@@ -165,3 +171,11 @@ def tear_down_phone(ct: BootedSystemd) -> None:
     ct.write_file("/etc/opsbot/opsbot.toml", TEST_CONFIG)
     opsbot(ct, "firewall", "--write")
     ct.systemctl("stop", "opsbot-web.service", "opsbot-approver.service", check=False)
+
+
+def propose(ct: BootedSystemd, goal: str, unit: str = "demo-web.service") -> dict[str, str]:
+    """A plan stored as diagnosis stores one (restart ``unit``, pinned to its invocation):
+    its id and sha256."""
+    reply = submit(ct, restart_plan(unit, goal, invocation_id=invocation(ct, unit)))
+    assert reply["verdict"] == "ACCEPT", reply
+    return {"plan_id": str(reply["plan_id"]), "sha256": str(reply["sha256"])}

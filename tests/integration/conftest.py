@@ -9,6 +9,7 @@ import pytest
 
 from testbed.container import BootedSystemd, can_boot
 from testbed.host import TEST_CONFIG, install_demo_units, install_opsbot
+from testbed.phone import Phone, set_up_phone, tear_down_phone
 from testbed.skips import skip_unless
 
 HERE = Path(__file__).resolve().parent
@@ -42,3 +43,13 @@ def opsbot(container: BootedSystemd) -> BootedSystemd:
     container.run(["useradd", "--create-home", "-G", "opsbot-operators", "olivia"])
     container.run(["useradd", "--create-home", "mallory"])
     return container
+
+
+@pytest.fixture(scope="module")
+def phone(opsbot: BootedSystemd) -> Iterator[Phone]:
+    """The container as a host whose plans are announced on a signed webhook and by mail,
+    with approvers alice, bob, carol and dave (testbed/phone.py); back to the tests'
+    config afterwards."""
+    ready = set_up_phone(opsbot)
+    yield ready
+    tear_down_phone(opsbot)

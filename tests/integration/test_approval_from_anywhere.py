@@ -9,37 +9,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-
-import pytest
 
 from testbed.container import BootedSystemd
 from testbed.host import (
     PYTHON,
-    invocation,
     plan_state,
-    restart_plan,
     send_raw,
-    submit,
     wait_state,
 )
-from testbed.phone import Phone, set_up_phone, tear_down_phone
+from testbed.phone import Phone, propose, start_receivers
 
 APPROVER_SOCKET = "/run/opsbot/approver.sock"
-
-
-@pytest.fixture(scope="module")
-def phone(opsbot: BootedSystemd) -> Iterator[Phone]:
-    ready = set_up_phone(opsbot)
-    yield ready
-    tear_down_phone(opsbot)
-
-
-def _plan(ct: BootedSystemd, goal: str) -> dict[str, str]:
-    unit = "demo-web.service"
-    reply = submit(ct, restart_plan(unit, goal, invocation_id=invocation(ct, unit)))
-    assert reply["op"] == "accept", reply
-    return {"plan_id": reply["plan_id"], "sha256": reply["sha256"]}
 
 
 def test_a_stored_plan_is_announced_signed_and_by_mail(phone: Phone) -> None:
@@ -47,7 +27,7 @@ def test_a_stored_plan_is_announced_signed_and_by_mail(phone: Phone) -> None:
     timestamp.body, checked as the README says); the message carries the host, the goal,
     the step as argv, the sha256's first 12 hex, the expiry, the evidence and both links;
     the mail says the same."""
-    plan = _plan(phone.ct, "restart demo-web after its crash (notice test)")
+    plan = propose(phone.ct, "restart demo-web after its crash (notice test)")
     notice = phone.notice_for(plan["plan_id"], "alice")
     assert phone.refused() == []
     text = notice["text"]
@@ -75,7 +55,7 @@ def test_a_stored_plan_is_announced_signed_and_by_mail(phone: Phone) -> None:
 def test_the_link_shows_the_plan_and_a_get_changes_nothing(phone: Phone) -> None:
     """A chat's link preview fetches every URL: GETs of the approve link show the plan
     (its argv, its whole sha256, who is asked) and leave it PROPOSED, the link usable."""
-    plan = _plan(phone.ct, "restart demo-web (preview test)")
+    plan = propose(phone.ct, "restart demo-web (preview test)")
     url = phone.notice_for(plan["plan_id"], "bob")["approve_url"]
     for _ in range(3):
         seen = phone.click(url)
@@ -97,7 +77,7 @@ def test_approving_from_the_page_applies_and_verifies_the_plan(phone: Phone) -> 
     in the journal); the apply runs it and opsbot-verify says VERIFIED. The same link a
     second time is refused with a clear page, and nothing runs twice."""
     ct = phone.ct
-    plan = _plan(ct, "restart demo-web (page approval test)")
+    plan = propose(ct, "restart demo-web (page approval test)")
     url = phone.notice_for(plan["plan_id"], "carol")["approve_url"]
     done = phone.click(url, "--code", phone.code("carol"), "--reason", "seen on call")
     assert done["post"]["status"] == 200, done
@@ -120,7 +100,7 @@ def test_a_reject_link_cannot_approve(phone: Phone) -> None:
     """The reject link, with a right code, rejects: a relay that saw it cannot make an
     approval of it. The plan is REJECTED and never runs."""
     ct = phone.ct
-    plan = _plan(ct, "restart demo-web (reject link test)")
+    plan = propose(ct, "restart demo-web (reject link test)")
     url = phone.notice_for(plan["plan_id"], "dave")["reject_url"]
     seen = phone.click(url)
     assert "reject" in seen["get"]["text"].lower()
@@ -142,8 +122,8 @@ def test_the_web_user_cannot_approve_by_hand(phone: Phone) -> None:
     root's approver; writing an approval file is refused by the kernel; asking for fresh
     tokens (announce) is not the web's request; other users cannot reach the socket."""
     ct = phone.ct
-    plan = _plan(ct, "restart demo-web (attack test)")
-    other = _plan(ct, "restart demo-web (attack test, other plan)")
+    plan = propose(ct, "restart demo-web (attack test)")
+    other = propose(ct, "restart demo-web (attack test, other plan)")
     token = phone.notice_for(plan["plan_id"], "alice")["approve_url"].rsplit("/", 1)[1]
     forged = "A" * 22
     for message, kind in (
@@ -175,9 +155,13 @@ def test_the_units_have_their_ip_filters_and_the_page_no_network(phone: Phone) -
     show = ct.run(
         ["systemctl", "show", "-p", "IPAddressAllow,IPAddressDeny", "opsbot-notify.service"]
     ).stdout
-    assert "IPAddressAllow=127.0.0.1" in show and "IPAddressDeny=0.0.0.0/0 ::/0" in show, show
+    assert "IPAddressAllow=127.0.0.1/32\n" in show, show
+    assert set(show.split("IPAddressDeny=")[1].split()) == {"0.0.0.0/0", "::/0"}, show
     sock = ct.run(["systemctl", "show", "-p", "IPAddressDeny", "opsbot-web.socket"]).stdout
     assert "0.0.0.0/0" in sock, sock
+    for unit in ("opsbot-web.service", "opsbot-approver.service"):
+        private = ct.run(["systemctl", "show", "-P", "PrivateNetwork", unit]).stdout.strip()
+        assert private == "yes", unit
     # Wake the page and look from its own network namespace.
     phone.click("http://127.0.0.1:8750/p/" + "B" * 22)
     pid = ct.run(["systemctl", "show", "-P", "MainPID", "opsbot-web.service"]).stdout.strip()
@@ -196,3 +180,35 @@ def test_the_units_have_their_ip_filters_and_the_page_no_network(phone: Phone) -
     assert routes == "", routes
     outside = ct.run([PYTHON, "-c", probe, "9099"]).stdout.strip()
     assert outside == "connected"
+
+
+def test_a_channel_that_is_down_is_logged_and_holds_nothing_up(phone: Phone) -> None:
+    """With the webhook receiver and the mail server down, a plan is still stored at once
+    (the executor knows nothing of the notifier); opsbot-notify tries each channel a
+    bounded number of times and logs notify.failed for the plan, in the journal."""
+    ct = phone.ct
+    ct.systemctl("stop", "test-receivers.service")
+    try:
+        plan = propose(ct, "restart demo-web (channels down)")
+        assert plan_state(ct, plan["plan_id"]) == "PROPOSED"
+
+        def failures() -> set[str]:
+            entries = ct.journal(
+                "-u",
+                "opsbot-notify.service",
+                "EVENT=notify.failed",
+                f"PLAN_ID={plan['plan_id']}",
+                "-o",
+                "json",
+            )
+            return {json.loads(line).get("CHANNEL", "") for line in entries.splitlines()}
+
+        failed = ct.wait_for(
+            lambda: failures() >= {"hook", "mail"},
+            timeout=60,
+            interval=0.5,
+            what="notify.failed for both channels",
+        )
+        assert failed
+    finally:
+        start_receivers(phone)

@@ -253,7 +253,8 @@ def test_executor_user_is_held_to_the_allowlist_by_polkit(opsbot: BootedSystemd)
 
 
 def test_units_verify_and_executor_exposure_is_at_most_2(opsbot: BootedSystemd) -> None:
-    """systemd-analyze verify is clean and the executor scores <= 2.0 exposure."""
+    """systemd-analyze verify is clean (the executor's units and the approval path's) and
+    the executor scores <= 2.0 exposure."""
     units = [
         f"/etc/systemd/system/{u}"
         for u in (
@@ -265,6 +266,13 @@ def test_units_verify_and_executor_exposure_is_at_most_2(opsbot: BootedSystemd) 
             "opsbot-archive.service",
             "opsbot-archive.timer",
             "opsbot-archive.path",
+            "opsbot-approver.socket",
+            "opsbot-approver.service",
+            "opsbot-web.socket",
+            "opsbot-web.service",
+            "opsbot-notify.service",
+            "opsbot-notify.path",
+            "opsbot-notify.timer",
         )
     ]
     verify = opsbot.run(["systemd-analyze", "verify", *units], check=False)

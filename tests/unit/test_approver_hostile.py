@@ -1,0 +1,270 @@
+"""The approver under attacks its first tests did not try: a client that sends half a
+line and waits (it must not hold the approver for everyone else), JSON nested deep
+enough to crash a parser, a TOTP credential that is a symlink or that others can read,
+a reject link used with a code already spent, a plan root approved, rejected or let
+expire between the page's view and the click, a second announce, and a daemon killed
+while it writes its state (a used link stays used after the restart)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from approver_svc.service import ApproverService
+from approver_svc.state import StateFile
+from executor_svc import gate
+from executor_svc.approvals import approval_path
+from executor_svc.store import PlanStore
+from shared_io.framing import exchange
+from shared_schema import PlanState
+from shared_schema.approver_socket import Decided, Refused, Viewed, parse_approver_reply
+from tests.unit.approver_bench import Bench, bench
+
+
+@pytest.fixture(autouse=True)
+def _quick_stop(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("shared_io.server.ACCEPT_POLL", 0.05)
+
+
+@pytest.fixture
+def b(tmp_path: Path, store: PlanStore, approvals_dir: Path) -> Iterator[Bench]:
+    with bench(tmp_path, store, approvals_dir) as running:
+        yield running
+
+
+def refused(reply: object, kind: str) -> Refused:
+    assert isinstance(reply, Refused), reply
+    assert reply.kind == kind, reply
+    return reply
+
+
+def approval_of(b: Bench, plan_id: str) -> dict[str, object] | None:
+    path = approval_path(b.approvals_dir, plan_id)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def test_a_client_that_sends_half_a_line_does_not_hold_up_a_real_click(b: Bench) -> None:
+    """A subverted page opens connections, sends half a request each and then nothing
+    (and one that never reads its reply): the real approval on another connection is
+    answered at once, not after their 5 s deadline, because the approver takes its lock
+    only for a whole request."""
+    a = b.submit()
+    link = b.links(a.plan_id)[("alice", "approve")]
+    stalled = []
+    for _ in range(4):
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(str(b.web_socket))
+        conn.sendall(b'{"v":1,"op":"decide","token":"')
+        stalled.append(conn)
+    try:
+        started = time.monotonic()
+        reply = b.decide(link.token, b.code())
+        took = time.monotonic() - started
+    finally:
+        for conn in stalled:
+            conn.close()
+    assert isinstance(reply, Decided), reply
+    assert took < 2.5, f"the click waited {took:.1f}s behind silent clients"
+
+
+def test_json_nested_past_any_parser_depth_is_one_request_refusal(b: Bench) -> None:
+    """A line of 8000 nested brackets (within the size cap): a ``request`` refusal on
+    that connection, no crash, and the approver still answers the next request."""
+    for opening, closing in ((b"[", b"]"), (b'{"a":', b"}")):
+        depth = 8000 // len(opening)
+        line = b'{"v":1,"op":"view","token":' + opening * depth + b"1" + closing * depth
+        reply = parse_approver_reply(
+            exchange(b.web_socket, line + b"}\n", limit=65536, timeout=10)
+        )
+        refused(reply, "request")
+    a = b.submit()
+    assert isinstance(b.view(b.links(a.plan_id)[("alice", "approve")].token), Viewed)
+
+
+def test_a_totp_credential_that_is_a_symlink_or_readable_by_others_is_refused(
+    b: Bench, tmp_path: Path
+) -> None:
+    """systemd hands the daemon its own copies of the secrets, root's and 0400. A
+    credential that is a symlink (to a file anyone may have written) or that group or
+    others can read is not one of them: ``internal``, and the code is not checked with
+    it, so nothing is approved."""
+    a = b.submit()
+    link = b.links(a.plan_id)[("alice", "approve")]
+    credential = tmp_path / "credentials" / "totp_alice"
+    secret = credential.read_text()
+    planted = tmp_path / "planted"
+    planted.write_text(secret)
+    credential.unlink()
+    credential.symlink_to(planted)
+    refused(b.decide(link.token, b.code()), "internal")
+    credential.unlink()
+    credential.write_text(secret)
+    credential.chmod(0o640)
+    reply = refused(b.decide(link.token, b.code()), "internal")
+    assert "totp_alice" in reply.reason
+    assert approval_of(b, a.plan_id) is None
+    credential.chmod(0o400)
+    assert isinstance(b.decide(link.token, b.code()), Decided)
+
+
+def test_a_reject_link_with_a_code_spent_already_rejects_nothing(b: Bench) -> None:
+    """alice's code approved plan A; the same code on her reject link for plan C is
+    refused as used (a code works once, for either decision) and C still waits."""
+    a, c = b.submit(), b.submit(unit="app.service")
+    approve_a = b.links(a.plan_id)[("alice", "approve")]
+    reject_c = b.links(c.plan_id)[("alice", "reject")]
+    code = b.code()
+    assert isinstance(b.decide(approve_a.token, code), Decided)
+    assert "used already" in refused(b.decide(reject_c.token, code), "code").reason
+    assert b.store.status(c.plan_id).state is PlanState.PROPOSED
+
+
+def root_approves(b: Bench, plan_id: str, *, now: bool = False) -> None:
+    record = b.store.load(plan_id)
+    gate.approve(
+        b.store,
+        b.approvals_dir,
+        plan_id,
+        sha256_prefix=record.sha256[:12],
+        accepted=b.witness(plan_id),
+        approver="root",
+        now=b.clock(),
+        ttl_seconds=600,
+        override_window=now,
+    )
+
+
+def test_a_plan_root_approved_meanwhile_is_not_approved_again_from_the_page(b: Bench) -> None:
+    """alice opened her link; before she clicks, root approves the plan on the host for
+    10 minutes. Her click must not rewrite root's approval (its approver, its expiry):
+    ``plan``, the approval file still root's, and her link's sibling (reject) still
+    works, since stopping an approved plan is always allowed."""
+    a = b.submit()
+    links = b.links(a.plan_id)
+    root_approves(b, a.plan_id)
+    before = approval_path(b.approvals_dir, a.plan_id).read_bytes()
+    reply = refused(b.decide(links[("alice", "approve")].token, b.code()), "plan")
+    assert "approved already" in reply.reason
+    assert approval_path(b.approvals_dir, a.plan_id).read_bytes() == before
+    assert b.applies_started == []
+    b.clock.advance(30)
+    assert isinstance(b.decide(links[("bob", "reject")].token, b.code("bob")), Decided)
+    assert b.store.status(a.plan_id).state is PlanState.REJECTED
+    assert approval_of(b, a.plan_id) is None
+
+
+def test_a_plan_root_rejected_meanwhile_is_not_approved(b: Bench) -> None:
+    """Root rejects the plan between alice's view and her click: ``plan``, no approval
+    file, the plan stays REJECTED."""
+    a = b.submit()
+    link = b.links(a.plan_id)[("alice", "approve")]
+    assert isinstance(b.view(link.token), Viewed)
+    gate.reject(b.store, b.approvals_dir, a.plan_id, by="root", now=b.clock(), reason="no")
+    reply = refused(b.decide(link.token, b.code()), "plan")
+    assert "rejected" in reply.reason
+    assert approval_of(b, a.plan_id) is None
+    assert b.store.status(a.plan_id).state is PlanState.REJECTED
+
+
+def test_a_plan_that_expired_while_its_link_lives_is_not_approved(
+    tmp_path: Path, store: PlanStore, approvals_dir: Path
+) -> None:
+    """The link was minted while the plan had a day to live; root then shortens
+    plan_ttl_seconds to 10 minutes and the approver starts again with it. Twenty
+    minutes later the link itself has not expired (an hour), but its plan has: ``plan``
+    or ``token``, and no approval."""
+    with bench(tmp_path, store, approvals_dir) as b:
+        a = b.submit()
+        link = b.links(a.plan_id)[("alice", "approve")]
+        policy = b.service.config.executor.model_copy(update={"plan_ttl_seconds": 600})
+        b.service.config = b.service.config.model_copy(update={"executor": policy})
+        b.clock.advance(20 * 60)
+        reply = b.decide(link.token, b.code())
+        assert isinstance(reply, Refused) and reply.kind in ("plan", "token"), reply
+        assert approval_of(b, a.plan_id) is None
+
+
+def test_a_second_announce_mints_nothing_for_plans_announced(b: Bench) -> None:
+    """notify asks twice (a retry after a timeout, or a subverted notify minting links
+    for itself): the second answer has no notice for the plan, and the state holds the
+    same tokens as after the first."""
+    a = b.submit()
+    first = b.announce()
+    assert [n.plan.plan_id for n in first.notices] == [a.plan_id]
+    tokens_before = set(json.loads(b.state_bytes())["tokens"])
+    assert b.announce().notices == []
+    assert set(json.loads(b.state_bytes())["tokens"]) == tokens_before
+
+
+class Killed(BaseException):
+    """The daemon dies (SIGKILL, power loss) in the middle of a write: no handler runs."""
+
+
+def test_a_daemon_killed_while_writing_its_state_keeps_a_used_link_used(
+    b: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """alice's link approved plan A. Then the daemon is killed halfway through writing
+    its state for another click (the new bytes half on disk, never renamed): the
+    approver that starts next reads the whole old state, so alice's link is still used
+    up, and the state directory is still usable."""
+    a = b.submit()
+    c = b.submit(unit="app.service")
+    links_a, links_c = b.links(a.plan_id), b.links(c.plan_id)
+    assert isinstance(b.decide(links_a[("alice", "approve")].token, b.code()), Decided)
+    saved = b.state_bytes()
+    real_write = os.write
+
+    def dies_halfway(fd: int, data: memoryview | bytes) -> int:
+        real_write(fd, bytes(data[: len(data) // 2]))
+        raise Killed
+
+    monkeypatch.setattr("executor_svc.store.os.write", dies_halfway)
+    b.clock.advance(30)
+    with pytest.raises(Killed):
+        b.service.decide(
+            __import__("shared_schema.approver_socket", fromlist=["Decide"]).Decide(
+                token=links_c[("bob", "approve")].token, code=b.code("bob")
+            )
+        )
+    monkeypatch.undo()
+    assert b.state_bytes() == saved
+    restarted = ApproverService(
+        config=b.service.config,
+        store=b.store,
+        approvals_dir=b.approvals_dir,
+        state=StateFile(b.state_dir),
+        credentials=b.service.credentials,
+        start_apply=b.service.start_apply,
+        now=b.clock,
+        witness=b.witness,
+        apply_busy=lambda: False,
+        read_state=b.service.read_state,
+        host="testhost",
+        analyze=b.service.analyze,
+    )
+    b.service.__dict__.update(restarted.__dict__)  # the sockets now reach the new one
+    b.clock.advance(30)
+    again = refused(b.decide(links_a[("alice", "approve")].token, b.code()), "token")
+    assert "used already" in again.reason
+    assert isinstance(b.decide(links_c[("bob", "approve")].token, b.code("bob")), Decided)
+    assert b.store.status(c.plan_id).state is PlanState.APPROVED
+
+
+def test_a_decide_after_the_plan_expired_leaves_no_link_alive(b: Bench) -> None:
+    """The token never outlives its plan: minted a minute before the plan's expiry, it
+    expires with the plan, not an hour later."""
+    b.clock.advance(0)
+    record = b.submit()
+    b.clock.advance(86400 - 60)
+    link = b.links(record.plan_id)[("alice", "approve")]
+    assert link.expires_at == record.submitted_at + timedelta(seconds=86400)
+    b.clock.advance(60)
+    refused(b.decide(link.token, b.code()), "token")
+    assert approval_of(b, record.plan_id) is None
