@@ -5,10 +5,11 @@ Every request that names a token looks it up first, before reading anything else
 unknown, used or expired token costs one hash and a dictionary lookup. ``decide`` then
 checks the approver's TOTP code (each code once; wrong ones bounded), then the plan:
 its stored record must still have the sha256 the token was minted for, and the
-executor's own ``plan.accepted`` journal entry must name it; only then is the token used
-up (and its sibling with it) and the approval written by executor_svc.gate, the same
-function ``opsbot approve`` calls, bound to that full sha256. A reject goes through
-executor_svc.gate.reject, as ``opsbot reject`` does.
+executor's own ``plan.accepted`` journal entry must name it, and the plan must still
+wait (PROPOSED, not expired: a click never rewrites root's approval); only then is the
+token used up (and its sibling with it) and the approval written by executor_svc.gate,
+the same function ``opsbot approve`` calls, bound to that full sha256. A reject goes
+through executor_svc.gate.reject, as ``opsbot reject`` does.
 """
 
 from __future__ import annotations
@@ -243,9 +244,10 @@ class ApproverService:
         record = self._record(token.plan_id, token.sha256)
         accepted = self.witness(record.plan_id)
         try:
-            gate.review(self.store, self.approvals_dir, record.plan_id, accepted)
+            reviewed = gate.review(self.store, self.approvals_dir, record.plan_id, accepted)
         except ExecutorError as exc:
             raise Refusal("plan", exc.message, hint=exc.hint) from exc
+        self._still_waits(reviewed, now)
         tokens.use_up(state, key, now)
         self.state.save(state)
         busy = self.apply_busy()
@@ -261,6 +263,7 @@ class ApproverService:
                 ttl_seconds=self.policy.approval_ttl_seconds,
                 windows=self.policy.apply_window,
                 analyze=self.analyze,
+                renew=False,
             )
         except ExecutorError as exc:
             if _store_failure(exc):
@@ -288,6 +291,33 @@ class ApproverService:
             approval_expires_at=approved.approval.expires_at,
             applies=applies[:2000],
         )
+
+    def _still_waits(self, reviewed: gate.Reviewed, now: datetime) -> None:
+        """A link approves a plan that waits: PROPOSED and not expired. gate.approve also
+        renews an APPROVED plan's approval, which is root's to do (``opsbot approve``): a
+        click must not rewrite root's approval (its approver, its expiry, its ``--now``)."""
+        record, status = reviewed.record, reviewed.status
+        if status.state is PlanState.APPROVED:
+            by = f" by {status.approved_by}" if status.approved_by else ""
+            raise Refusal(
+                "plan",
+                f"plan {record.plan_id} was approved already{by}; nothing was changed",
+                hint=f"root renews an approval with `opsbot approve {record.plan_id}`",
+            )
+        if status.state is not PlanState.PROPOSED:
+            raise Refusal(
+                "plan",
+                f"plan {record.plan_id} is {status.state}; only a PROPOSED plan is approved "
+                "from a link; nothing was approved",
+            )
+        expires = plan_expiry(record, self.policy)
+        if now >= expires:
+            raise Refusal(
+                "plan",
+                f"plan {record.plan_id} expired at {expires.isoformat(timespec='seconds')} "
+                "(plan_ttl_seconds); nothing was approved",
+                hint="diagnose again for a new plan",
+            )
 
     def _reject(
         self,

@@ -17,6 +17,8 @@ from __future__ import annotations
 import binascii
 import hmac
 import os
+import re
+import stat
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -35,6 +37,8 @@ MAX_FAILURES_PER_TOKEN = 5
 MAX_FAILURES_PER_APPROVER = 10
 LOCKOUT_SECONDS = 15 * 60
 MAX_SECRET_BYTES = 1024
+#: shared_schema.approver_socket.ApproverName, the only names a token or config holds.
+NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 
 
 def credentials_dir() -> Path | None:
@@ -56,12 +60,29 @@ def read_secret(directory: Path | None, approver: str) -> pyotp.TOTP:
             "no credentials: opsbot-approver runs without $CREDENTIALS_DIRECTORY",
             hint="opsbot-approver.service has LoadCredential=totp:/etc/opsbot/totp",
         )
+    if not NAME.fullmatch(approver):  # the config and the state allow no other (no "/")
+        raise Refusal("internal", f"{approver[:40]!r} is not an approver name")
     path = directory / f"{CREDENTIAL_PREFIX}{approver}"
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_SECRET_BYTES + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError as exc:
         raise Refusal("internal", f"approver {approver} has no TOTP secret", hint=add) from exc
+    except OSError as exc:  # ELOOP: a symlink; systemd's own copies never are one
+        raise Refusal(
+            "internal", f"{path} cannot be opened as the credential: {exc.strerror}", hint=add
+        ) from exc
+    with os.fdopen(fd, "rb") as handle:
+        st = os.fstat(handle.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+            # systemd writes each credential 0400 for the service's user (root): anything
+            # else was not put there by systemd, or others could have read or written it.
+            raise Refusal(
+                "internal",
+                f"{path} is not a credential only uid {os.geteuid()} can read (it is "
+                f"{stat.filemode(st.st_mode)} of uid {st.st_uid}); no code was checked",
+                hint=add,
+            )
+        raw = handle.read(MAX_SECRET_BYTES + 1)
     secret = raw.decode("ascii", "replace").strip().upper()
     totp = pyotp.TOTP(secret, digits=DIGITS, interval=STEP_SECONDS)
     try:

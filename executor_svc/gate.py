@@ -326,8 +326,12 @@ def approve(
     windows: Sequence[ApplyWindow] = (),
     override_window: bool = False,
     analyze: Analyzer = systemd_analyze,
+    renew: bool = True,
 ) -> Approved:
     """Write the approval of ``plan_id`` bound to its sha256, and mark it APPROVED.
+
+    ``renew`` False (a click relayed by opsbot-approver): only a PROPOSED plan, judged
+    under the lock, so that a click never rewrites an approval root made meanwhile.
 
     Only a PROPOSED plan (or an APPROVED one, whose approval is renewed) that root did not
     reject, whose sha256 starts with ``sha256_prefix`` (what the operator reviewed: see
@@ -346,6 +350,12 @@ def approve(
     with store.apply_lock():
         checked = _reviewable(store, approvals_dir, plan_id, accepted, sha256_prefix)
         record, status = checked.record, checked.status
+        if not renew and status.state is not PlanState.PROPOSED:
+            by = f" by {status.approved_by}" if status.approved_by else ""
+            raise PlanRefused(
+                f"plan {plan_id} was approved already{by}; nothing was changed",
+                hint=f"root renews an approval with `opsbot approve {plan_id}`",
+            )
         expires_at = approval_expiry(
             windows, now, ttl_seconds, override=override_window, analyze=analyze
         )

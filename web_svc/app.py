@@ -4,10 +4,11 @@ relays the approver's decision, with their TOTP code, to root's opsbot-approver.
 The token's form is checked before anything else (a 404 page, the approver not asked).
 A GET only asks the approver to ``view`` (a chat's link preview fetches every URL; it
 changes nothing). A POST must pass the CSRF checks first: an Origin (or Referer), when
-the browser sends one, naming this host; and the double-submit value, a random cookie
-set by the GET (SameSite=Strict, HttpOnly, Secure over https) equal to the form's hidden
-field. Only then is the code sent with the token in a ``decide``; whatever the approver
-answers is shown as it is. The page keeps no state of its own.
+the browser sends one, naming this host (over https when the page is served over
+https); and the double-submit value, a random cookie set by the GET (SameSite=Strict,
+HttpOnly, Secure over https) equal to the form's hidden field. Only then is the code
+sent with the token in a ``decide``; whatever the approver answers is shown as it is.
+The page keeps no state of its own.
 """
 
 from __future__ import annotations
@@ -241,15 +242,24 @@ def cross_site(request: Request) -> str | None:
     """Why the POST did not come from this host's page, or None: its Origin (else its
     Referer), when the browser sent one, must name the Host it was sent to."""
     host = request.headers.get("host", "").lower()
+    # Over https (directly or to a trusted proxy), a page of the same host over plain
+    # http (injected by someone on the path) is another origin.
+    schemes = ("https",) if client(request).https else ("http", "https")
     origin = request.headers.get("origin")
     if origin is not None:
         if origin == "null":
             return "Origin: null"
-        return None if urlsplit(origin).netloc.lower() == host else f"Origin {origin[:100]}"
+        return None if _names(origin, host, schemes) else f"Origin {origin[:100]}"
     referer = request.headers.get("referer")
-    if referer is not None and urlsplit(referer).netloc.lower() != host:
+    if referer is not None and not _names(referer, host, schemes):
         return "Referer of another site"
     return None
+
+
+def _names(url: str, host: str, schemes: tuple[str, ...]) -> bool:
+    """Whether ``url`` is of ``host`` (not empty) over one of ``schemes``."""
+    parts = urlsplit(url)
+    return bool(host) and parts.netloc.lower() == host and parts.scheme.lower() in schemes
 
 
 def create_app(

@@ -3,7 +3,9 @@
 
 The approver tells the page's uid by SO_PEERCRED and lets it ``view`` and ``decide``
 only. Calls block (shared_io.framing.exchange), so the app runs them in worker threads,
-at most ``CONCURRENT_CALLS`` at once: a flood waits for a thread, it does not make more.
+at most ``CONCURRENT_CALLS`` views and ``CONCURRENT_DECIDES`` decides at once: a flood
+waits for a thread, it does not make more, and a flood of views (GETs of a link anyone
+holding it can send) never makes a decide (an approver's POST) wait behind it.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ DEFAULT_SOCKET = "/run/opsbot/approver.sock"
 #: The approver re-reads the plan and asks systemd before it answers a decide.
 TIMEOUT_SECONDS = 15.0
 CONCURRENT_CALLS = 4
+CONCURRENT_DECIDES = 2
 
 
 def approver_socket(env: Mapping[str, str] | None = None) -> Path:
@@ -50,22 +53,25 @@ class ApproverClient:
         self.path = path
         self.timeout = timeout
         self.limiter = anyio.CapacityLimiter(CONCURRENT_CALLS)
+        self.decide_limiter = anyio.CapacityLimiter(CONCURRENT_DECIDES)
 
     async def view(self, token: str) -> Viewed | Refused:
-        reply = await self._ask(View(token=token))
+        reply = await self._ask(View(token=token), self.limiter)
         if not isinstance(reply, Viewed | Refused):
             raise PeerProtocolError(str(self.path), "io", f"answered a view with {reply.op}")
         return reply
 
     async def decide(self, token: str, code: str, reason: str, source: str) -> Decided | Refused:
         request = Decide(token=token, code=code, reason=reason, source=source[:100])
-        reply = await self._ask(request)
+        reply = await self._ask(request, self.decide_limiter)
         if not isinstance(reply, Decided | Refused):
             raise PeerProtocolError(str(self.path), "io", f"answered a decide with {reply.op}")
         return reply
 
-    async def _ask(self, request: View | Decide) -> Announced | Viewed | Decided | Refused:
-        line = await anyio.to_thread.run_sync(self._exchange, request, limiter=self.limiter)
+    async def _ask(
+        self, request: View | Decide, limiter: anyio.CapacityLimiter
+    ) -> Announced | Viewed | Decided | Refused:
+        line = await anyio.to_thread.run_sync(self._exchange, request, limiter=limiter)
         try:
             return parse_approver_reply(line)
         except ValidationError as exc:

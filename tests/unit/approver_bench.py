@@ -177,6 +177,7 @@ def bench(
     credentials.mkdir(mode=0o700)
     for name, secret in SECRETS.items():
         (credentials / f"totp_{name}").write_text(secret + "\n")
+        (credentials / f"totp_{name}").chmod(0o400)  # as systemd writes a credential
     clock = Clock(NOW)
     witness = Witness()
     started: list[bool] = []

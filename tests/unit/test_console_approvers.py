@@ -65,6 +65,7 @@ def test_add_writes_a_root_only_secret_and_prints_the_uri_for_it(
     credentials = totp_dir.parent / "credentials"
     credentials.mkdir()
     (credentials / "totp_alice").write_bytes(path.read_bytes())
+    (credentials / "totp_alice").chmod(0o400)  # as systemd writes a credential
     assert read_secret(credentials, "alice").now() == pyotp.TOTP(secret_of(uri)).now()
     assert "not in" not in out  # alice is configured: no advice to add her
 

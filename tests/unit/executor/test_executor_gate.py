@@ -364,3 +364,27 @@ def test_a_dry_run_beside_a_running_apply_does_not_call_its_plan_interrupted(
     )
     [dead] = dry.apply_all(dry_run=True)  # no lock held: the apply died in it
     assert dead.would == "interrupt" and dead.message.startswith("would become INTERRUPTED")
+
+
+def test_a_relayed_click_never_rewrites_an_approval_root_made(
+    store: PlanStore, approvals_dir: Path, record: PlanRecord
+) -> None:
+    """Root approves while a click is on its way: the click's approve (``renew=False``, as
+    opsbot-approver calls it) is refused under the lock, and root's approval file, its
+    approver and expiry, stays byte for byte."""
+    approve_as_root(store, approvals_dir, record.plan_id, record.sha256[:12], logged(record))
+    path = approvals_dir / f"{record.plan_id}.approval"
+    before = path.read_bytes()
+    with pytest.raises(PlanRefused, match="approved already by alice; nothing was changed"):
+        approve(
+            store,
+            approvals_dir,
+            record.plan_id,
+            sha256_prefix=record.sha256,
+            accepted=logged(record),
+            approver="bob",
+            now=NOW,
+            ttl_seconds=60,
+            renew=False,
+        )
+    assert path.read_bytes() == before
