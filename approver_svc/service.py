@@ -47,8 +47,8 @@ from shared_schema.approver_socket import (
 
 log = structlog.get_logger("opsbot.approver")
 
-#: At most this many plans per announce (the rest wait for the next one), so that the
-#: reply stays far under MAX_APPROVER_REPLY_BYTES.
+#: At most this many plans per announce (the rest wait for the next one, older ones
+#: last), so that the reply stays far under MAX_APPROVER_REPLY_BYTES.
 MAX_NOTICES = 20
 
 Witness = Callable[[str], gate.Accepted]
@@ -105,9 +105,11 @@ class ApproverService:
             return Announced(notices=[])
         now = self.now()
         state = self.state.load()
-        state.prune(now, totp.LOCKOUT_SECONDS)
+        state.prune(now, totp.MEMORY_SECONDS)
         notices: list[Notice] = []
-        for plan_id in self.store.ids():
+        # Newest first: the plan just stored is the one an approver waits to hear of; a
+        # backlog (a host where approvers were just configured) follows in later batches.
+        for plan_id in reversed(self.store.ids()):
             if len(notices) >= MAX_NOTICES:
                 break
             if plan_id in state.announced:
@@ -223,7 +225,7 @@ class ApproverService:
         """Token, then code, then plan; then the approval (or rejection) root writes."""
         now = self.now()
         state = self.state.load()
-        state.prune(now, totp.LOCKOUT_SECONDS)
+        state.prune(now, totp.MEMORY_SECONDS)
         key, token = tokens.lookup(state, request.token, now)
         name = token.approver
         if name not in self.config.approvers:

@@ -36,6 +36,12 @@ VALID_WINDOW = 1
 MAX_FAILURES_PER_TOKEN = 5
 MAX_FAILURES_PER_APPROVER = 10
 LOCKOUT_SECONDS = 15 * 60
+#: And at most this many within a day: ten every 15 minutes, for ever, would give one who
+#: holds live links (a subverted page) a lucky guess about once a year; this, once in 90.
+MAX_FAILURES_PER_DAY = 30
+DAY_SECONDS = 86400
+#: How long failures are remembered (the longest window that counts them).
+MEMORY_SECONDS = DAY_SECONDS
 MAX_SECRET_BYTES = 1024
 #: shared_schema.approver_socket.ApproverName, the only names a token or config holds.
 NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
@@ -95,16 +101,22 @@ def read_secret(directory: Path | None, approver: str) -> pyotp.TOTP:
 
 
 def locked(state: ApproverState, approver: str, now: datetime) -> bool:
-    """Whether ``approver`` gave MAX_FAILURES_PER_APPROVER wrong codes in LOCKOUT_SECONDS."""
-    since = now - timedelta(seconds=LOCKOUT_SECONDS)
-    return sum(at > since for at in state.memory(approver).failures) >= MAX_FAILURES_PER_APPROVER
+    """Whether ``approver`` gave MAX_FAILURES_PER_APPROVER wrong codes in LOCKOUT_SECONDS,
+    or MAX_FAILURES_PER_DAY in a day."""
+    failures = state.memory(approver).failures
+    recent = now - timedelta(seconds=LOCKOUT_SECONDS)
+    day = now - timedelta(seconds=DAY_SECONDS)
+    return (
+        sum(at > recent for at in failures) >= MAX_FAILURES_PER_APPROVER
+        or sum(at > day for at in failures) >= MAX_FAILURES_PER_DAY
+    )
 
 
 def lockout_refusal(approver: str) -> Refusal:
     return Refusal(
         "limit",
-        f"too many wrong codes for {approver}: approvals from the page are locked for up to "
-        f"{LOCKOUT_SECONDS // 60} minutes",
+        f"too many wrong codes for {approver}: approvals from the page are locked for "
+        f"{LOCKOUT_SECONDS // 60} minutes (a day, after {MAX_FAILURES_PER_DAY} in a day)",
         hint="wait, or approve as root on the host with `opsbot approve ID`",
     )
 

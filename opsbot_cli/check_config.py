@@ -89,11 +89,59 @@ def check_windows(
     return windows, said, warnings
 
 
+#: Channels that cannot send without their credential /etc/opsbot/notify/NAME.
+NEEDS_SECRET = ("webhook", "slack")
+NOTIFY_SECRETS = Path("/etc/opsbot/notify")
+
+
+def check_approval_path(
+    config: OpsbotConfig, source: Path, *, totp: Path, secrets: Path, as_root: bool
+) -> list[str]:
+    """What would keep an approver from being told, or from approving on the page: no
+    link_base, an approver without a TOTP secret, a channel without its secret (only root
+    can look: both directories are root's), IP filters older than the config."""
+    from opsbot_cli import firewall
+
+    warnings = []
+    if config.approvers and config.notify.link_base is None:
+        warnings.append(
+            "[approvers] are set but [notify] link_base is not: messages carry no links"
+        )
+    if as_root:
+        for name in sorted(config.approvers):
+            if not (totp / name).is_file():
+                warnings.append(
+                    f"approver {name} has no TOTP secret ({totp / name}): "
+                    f"`opsbot approvers add {name}`"
+                )
+        used = {c for a in config.approvers.values() for c in a.notify}
+        for name in sorted(used):
+            channel = config.notify.channels[name]
+            needs = channel.kind in NEEDS_SECRET or getattr(channel, "user", None) is not None
+            if needs and not (secrets / name).is_file():
+                warnings.append(
+                    f"channel {name} ({channel.kind}) has no secret {secrets / name}: it "
+                    "sends nothing"
+                )
+    in_use = bool(config.approvers or config.notify.channels)
+    if in_use and not firewall.current(firewall.render(config, source)):
+        warnings.append(
+            "the IP filters of opsbot-web and opsbot-notify are not the config's: "
+            "run `opsbot firewall --write`"
+        )
+    return warnings
+
+
 def run(args: argparse.Namespace, paths: Paths) -> int:
     config = load_config(paths.config)
     warnings = check_credential_files(paths.config.parent)
     windows, next_window, window_warnings = check_windows(config, paths.config, datetime.now(UTC))
     warnings += window_warnings
+    from opsbot_cli.approvers import totp_dir
+
+    warnings += check_approval_path(
+        config, paths.config, totp=totp_dir(), secrets=NOTIFY_SECRETS, as_root=os.geteuid() == 0
+    )
     mode = privilege_mode()
     rule_current = RULE_PATH.exists() and RULE_PATH.read_text() == render_rule(config.executor)
     allow = allowed_verbs(config.executor)

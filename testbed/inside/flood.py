@@ -6,9 +6,10 @@ run inside the container:
 
 For ``--seconds`` at a fixed ``--rate`` of new connections from 127.0.0.1 (bounded: at
 most ``MAX_OPEN`` open at once; each gives up after ``CLIENT_TIMEOUT`` seconds), a mix of:
-GETs of unknown links (70%), POSTs of wrong codes to ``--victim``, a real link of a plan
-nobody approves (10%), garbage bytes that are not HTTP (10%), and slow clients that send a
-request line and then a header byte a second (10%). At ``--legit-at`` seconds, the
+GETs of unknown links (70%); POSTs of random codes to ``--victim``, a real link of a plan
+nobody approves, with a cookie and CSRF field that agree, so that they reach the approver
+(10%); garbage bytes that are not HTTP (10%); and slow clients that send a request line
+and then a header byte a second (10%). At ``--legit-at`` seconds, the
 approver opens ``--legit`` from 127.0.0.2 and submits ``--code``, as a phone would. The
 page's RSS (``--pid``'s VmRSS) is sampled every 0.25 s. Prints one JSON object with the
 figures; the test judges them.
@@ -77,12 +78,17 @@ class Flood:
             token = "".join(random.choices("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdef0123456789", k=22))
             writer.write(f"GET /p/{token} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
         elif kind == "wrong-code":
-            body = b"code=000000&csrf=x&reason="
+            # A script is not a browser: it sends a cookie and a form field of its own that
+            # agree (double-submit stops only cross-site forms), so its wrong codes reach
+            # the approver, which counts them.
+            csrf = "".join(random.choices("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefgh0123456789", k=43))
+            code = f"{random.randrange(1_000_000):06d}"
+            body = f"code={code}&csrf={csrf}&reason=".encode()
             writer.write(
                 (
                     f"POST {self.victim_path} HTTP/1.1\r\nHost: {host}\r\n"
                     "Content-Type: application/x-www-form-urlencoded\r\n"
-                    f"Cookie: csrf=x\r\nContent-Length: {len(body)}\r\n\r\n"
+                    f"Cookie: opsbot_csrf={csrf}\r\nContent-Length: {len(body)}\r\n\r\n"
                 ).encode()
                 + body
             )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from opsbot_cli.main import COMMANDS
+from shared_io.exit_codes import WAITING
 from testbed.container import BootedSystemd
 from testbed.host import invocation, restart_plan, submit
 from testbed.host import opsbot as cli
@@ -51,6 +52,8 @@ def test_every_verb_ends_without_a_traceback_for_every_user(
         said = f"{user or 'root'}$ opsbot {' '.join(argv)} -> {done.returncode}\n{done.stderr}"
         if "Traceback" in done.stderr:
             failures.append(said)
+        elif done.returncode == WAITING and argv[0] == "apply" and not errors:
+            continue  # plans left waiting by earlier tests: "nothing approved", not an error
         elif done.returncode != 0 and len(errors) != 1 and argv != ["check-config"]:
             failures.append(said)
     assert not failures, "\n".join(failures)

@@ -74,6 +74,21 @@ def test_a_waiting_plan_is_announced_once_with_a_link_per_approver_and_decision(
     assert b.announce().notices == []
 
 
+def test_the_newest_plan_is_announced_first_behind_a_backlog(b: Bench) -> None:
+    """Approvers configured on a host where 24 plans already wait, then one more is
+    stored: the first announce (20 at most) has the new one; the next has the oldest."""
+    from approver_svc.service import MAX_NOTICES
+
+    records = []
+    for n in range(MAX_NOTICES + 5):
+        records.append(b.submit(unit=f"app{n}.service"))
+        b.clock.advance(1)  # plan ids begin with the second they were stored in
+    first = [n.plan.plan_id for n in b.announce().notices]
+    assert len(first) == MAX_NOTICES and records[-1].plan_id in first
+    second = [n.plan.plan_id for n in b.announce().notices]
+    assert records[0].plan_id in second and not set(first) & set(second)
+
+
 def test_the_state_file_holds_no_token_only_its_sha256(b: Bench) -> None:
     """Reading the approver's state gives no link: it holds each token's sha256, and
     the directory and file are root's alone."""

@@ -246,6 +246,37 @@ def test_ten_wrong_codes_lock_the_approver_for_fifteen_minutes(b: Bench) -> None
     assert isinstance(b.decide(target.token, b.code()), Decided)
 
 
+def test_thirty_wrong_codes_in_a_day_lock_the_approver_for_the_day(b: Bench) -> None:
+    """Eight wrong codes every 16 minutes never trip the 15-minute lock, but the thirtieth
+    of the day does: alice's right code is refused (``limit``) until a day after the
+    first of them; a subverted page holding live links cannot guess on for ever."""
+    failures = 0
+    plan_number = 0
+    while failures < 30:
+        plan_number += 1
+        plan = b.submit(unit=f"app{plan_number}.service")
+        links = b.links(plan.plan_id)
+        for decision in ("approve", "reject"):
+            for _ in range(4):
+                if failures == 30:
+                    break
+                reply = b.decide(links[("alice", decision)].token, wrong(b))
+                assert isinstance(reply, Refused)
+                failures += 1
+                expected = "limit" if failures == 30 else "code"
+                assert reply.kind == expected, (failures, reply)
+        b.clock.advance(16 * 60)
+    fresh = b.submit(unit="fresh.service")
+    target = b.links(fresh.plan_id)[("alice", "approve")]
+    refused(b.decide(target.token, b.code()), "limit")
+    assert approval_of(b, fresh.plan_id) is None
+    b.clock.advance(24 * 3600 - 60 * 16 * plan_number + 60)
+    later = b.submit(unit="later.service")
+    assert isinstance(
+        b.decide(b.links(later.plan_id)[("alice", "approve")].token, b.code()), Decided
+    )
+
+
 def test_announce_is_the_notify_relays_alone(b: Bench) -> None:
     """From the web relay's uid an announce is refused (``request``): a subverted page
     cannot mint links for itself."""
