@@ -32,7 +32,7 @@ from approver_svc.state import STATE_DIR, StateFile
 from approver_svc.totp import credentials_dir
 from executor_svc.store import PlanStore
 from shared_io import log as logsetup
-from shared_io.activation import activated_socket, bind
+from shared_io.activation import listening_socket
 from shared_io.admission import Refusal as Busy
 from shared_io.admission import peer_uid
 from shared_io.config import load_config
@@ -176,17 +176,6 @@ class Server(ThreadedServer):
                 return refused("internal", "the approver failed; its journal says why")
 
 
-def _listener(socket_path: Path | None) -> socket.socket:
-    activated = activated_socket()
-    if activated is not None:
-        return activated
-    if socket_path is None:
-        raise OpsbotError(
-            "no socket: start opsbot-approver through opsbot-approver.socket, or pass --socket"
-        )
-    return bind(socket_path)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="opsbot-approver",
@@ -213,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = Paths.from_env()
     try:
         config = load_config(paths.config)
-        listener = _listener(args.socket)
+        listener = listening_socket(args.socket, "opsbot-approver")
     except OpsbotError as exc:
         # A bad config refuses every click: exiting is right here (nothing waits on us
         # but the page, which says the approver is away), and the journal says why.

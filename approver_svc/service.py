@@ -30,10 +30,10 @@ from approver_svc.view import ReadState, live_state, plan_expiry, plan_view, whe
 from executor_svc import gate
 from executor_svc.approvals import rejection_reason
 from executor_svc.errors import ExecutorError, StoreError, TamperedPlan
-from executor_svc.records import PlanRecord
+from executor_svc.records import PlanRecord, StatusRecord
 from executor_svc.store import PlanStore, utcnow
 from executor_svc.windows import Analyzer, systemd_analyze
-from shared_schema import ExecutorPolicy, OpsbotConfig, PlanState
+from shared_schema import ExecutorPolicy, OpsbotConfig, Plan, PlanState
 from shared_schema.approver_socket import (
     Announce,
     Announced,
@@ -41,6 +41,7 @@ from shared_schema.approver_socket import (
     Decided,
     Link,
     Notice,
+    PlanView,
     View,
     Viewed,
 )
@@ -146,16 +147,7 @@ class ApproverService:
                 reason="no plan.accepted entry of opsbot-executor.service names this sha256",
             )
             return None
-        view = plan_view(
-            record,
-            status,
-            plan,
-            policy=self.policy,
-            now=now,
-            host=self.host,
-            read_state=self.read_state,
-            analyze=self.analyze,
-        )
+        view = self._plan_view(record, status, plan, now)
         until = min(now + _seconds(self.policy.approval_ttl_seconds), expires)
         links = [
             Link(
@@ -177,6 +169,20 @@ class ApproverService:
         state.announced[plan_id] = expires
         return Notice(plan=view, links=links)
 
+    def _plan_view(
+        self, record: PlanRecord, status: StatusRecord, plan: Plan, now: datetime
+    ) -> PlanView:
+        return plan_view(
+            record,
+            status,
+            plan,
+            policy=self.policy,
+            now=now,
+            host=self.host,
+            read_state=self.read_state,
+            analyze=self.analyze,
+        )
+
     # -- view -------------------------------------------------------------------------
 
     def view(self, request: View) -> Viewed:
@@ -190,16 +196,7 @@ class ApproverService:
             status = self.store.status(record.plan_id, record)
         except ExecutorError as exc:
             raise Refusal("plan", exc.message) from exc
-        view = plan_view(
-            record,
-            status,
-            plan,
-            policy=self.policy,
-            now=now,
-            host=self.host,
-            read_state=self.read_state,
-            analyze=self.analyze,
-        )
+        view = self._plan_view(record, status, plan, now)
         return Viewed(
             plan=view, approver=token.approver, decision=token.decision, expires_at=token.expires_at
         )

@@ -33,7 +33,7 @@ from executor_svc.peer import Peer, Role, Roles, user_name
 from executor_svc.service import ExecutorService
 from executor_svc.store import PlanStore, utcnow
 from shared_io import log as logsetup
-from shared_io.activation import activated_socket, bind
+from shared_io.activation import listening_socket
 from shared_io.admission import Refusal
 from shared_io.config import load_config
 from shared_io.errors import ConfigError, OpsbotError
@@ -245,18 +245,6 @@ class ConfigBroken(ThreadedServer):
             deadline = self.clock() + MESSAGE_TIMEOUT
 
 
-def _listener(socket_path: Path | None) -> socket.socket:
-    """The listening socket: passed by systemd, or bound at ``socket_path``."""
-    activated = activated_socket()
-    if activated is not None:
-        return activated
-    if socket_path is None:
-        raise ExecutorError(
-            "no socket: start opsbot-executor through opsbot-executor.socket, or pass --socket"
-        )
-    return bind(socket_path)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="opsbot-executor",
@@ -284,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         swept = store.sweep_temp_files()
         if swept:
             log.info("store.swept", temp_files=swept)
-        listener = _listener(args.socket)
+        listener = listening_socket(args.socket, "opsbot-executor")
     except OpsbotError as exc:
         log.error("executor.failed", error=exc.message, hint=exc.hint)
         print(f"opsbot-executor: {exc.message}", file=sys.stderr)
@@ -301,7 +289,7 @@ def _serve_config_broken(
     """Serve ConfigBroken until idle, stopped, or the config is fixed."""
     log.error("config.invalid", error=error.message, hint=error.hint)
     try:
-        listener = _listener(socket_path)
+        listener = listening_socket(socket_path, "opsbot-executor")
     except OpsbotError as exc:
         log.error("executor.failed", error=exc.message, hint=exc.hint)
         print(f"opsbot-executor: {exc.message}", file=sys.stderr)

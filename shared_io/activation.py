@@ -12,6 +12,8 @@ import os
 import socket
 from pathlib import Path
 
+from shared_io.errors import OpsbotError
+
 #: The first file descriptor systemd passes (sd_listen_fds(3)).
 SD_LISTEN_FDS_START = 3
 
@@ -32,6 +34,17 @@ def bind(path: str | Path, *, mode: int = 0o660, backlog: int = 128) -> socket.s
     os.chmod(path, mode)
     sock.listen(backlog)
     return sock
+
+
+def listening_socket(socket_path: Path | None, unit: str) -> socket.socket:
+    """The socket systemd passed (``unit``'s socket unit), or one bound at
+    ``socket_path`` (``--socket``, without socket activation); OpsbotError otherwise."""
+    activated = activated_socket()
+    if activated is not None:
+        return activated
+    if socket_path is None:
+        raise OpsbotError(f"no socket: start {unit} through {unit}.socket, or pass --socket")
+    return bind(socket_path)
 
 
 def notify(*lines: str) -> None:
