@@ -70,12 +70,16 @@ notify = ["hook"]
 )
 
 
+SPENT: dict[str, int] = {}
+
+
 @dataclass
 class Phone:
     ct: BootedSystemd
     secrets: dict[str, str] = field(default_factory=dict)
-    #: The last TOTP time step each approver spent in this session (a code works once).
-    spent: dict[str, int] = field(default_factory=dict)
+    #: The last TOTP time step each approver spent (a code works once): one record for
+    #: the whole test session, as the approver remembers steps by name across secrets.
+    spent: dict[str, int] = field(default_factory=lambda: SPENT)
 
     @property
     def inbox(self) -> Path:

@@ -100,7 +100,12 @@ def listening_socket(listen: str | None) -> socket.socket:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="opsbot-web", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="opsbot-web",
+        description="The approval page: shows a plan a link is for, and relays the "
+        "approver's TOTP code to root's opsbot-approver, which alone decides. Normally "
+        "started by opsbot-web.socket (127.0.0.1:8750).",
+    )
     parser.add_argument("--listen", metavar="HOST:PORT", help="bind this (not under systemd)")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
