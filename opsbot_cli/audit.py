@@ -1,13 +1,30 @@
-"""``opsbot audit ID``: the plan's story from the journal, trusted entries only."""
+"""``opsbot audit ID``: the plan's story from the journal, trusted entries only.
+
+On a journal collector (systemd-journal-remote writing remote-*.journal files under
+/var/log/journal/remote, or ``--remote-dir``), each sending host's story too, read from
+that host's files alone and believing only what it may say of itself (story.py).
+"""
 
 from __future__ import annotations
 
 import argparse
+from collections import Counter
+from pathlib import Path
 
-from opsbot_cli.errors import ConsoleError
+from opsbot_cli.errors import ConsoleError, UsageError
 from opsbot_cli.output import command, fit, json_out, plan_id_arg, printable, when
 from opsbot_cli.screen import show
-from opsbot_cli.story import read_story
+from opsbot_cli.story import (
+    REMOTE_DIR,
+    SOURCES_MAP,
+    AuditEntry,
+    HostStory,
+    collector_sources,
+    forged_of,
+    read_host_story,
+    read_sources_map,
+    read_story,
+)
 from shared_io.paths import Paths
 
 
@@ -19,38 +36,134 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--no-pager", action="store_true", help="print, never through a pager (as journalctl)"
     )
+    p.add_argument(
+        "--remote-dir",
+        type=Path,
+        metavar="DIR",
+        help=f"a collector's remote-*.journal files, one per sending host (default {REMOTE_DIR})",
+    )
+    p.add_argument("--host", metavar="NAME", help="on a collector: only this sending host's story")
+    p.add_argument(
+        "--source",
+        action="append",
+        default=[],
+        metavar="ADDRESS=HOST",
+        help=f"a source journal-remote named by its address is this host (also {SOURCES_MAP})",
+    )
     p.set_defaults(func=run)
+
+
+def _sources_map(given: list[str]) -> dict[str, str]:
+    names = read_sources_map()
+    for item in given:
+        address, _, host = item.partition("=")
+        if not address or not host:
+            raise UsageError(
+                f"--source {printable(item)!r}: not ADDRESS=HOST",
+                hint="e.g. --source 10.0.0.2=web1 (the file remote-10.0.0.2.journal is web1's)",
+            )
+        names[address] = host
+    return names
 
 
 def run(args: argparse.Namespace, paths: Paths) -> int:
     plan_id = plan_id_arg(args.plan_id)
-    entries, ignored = read_story(plan_id)
+    remote_dir: Path = args.remote_dir or REMOTE_DIR
+    try:
+        stories = _collector(plan_id, remote_dir, args.host, _sources_map(args.source))
+        unreadable = False
+    except PermissionError:
+        # An operator in systemd-journal on a collector still reads this host's story;
+        # the senders' files are journal-remote's and root's.
+        if args.remote_dir is not None or args.host is not None:
+            raise
+        stories, unreadable = [], True
+    entries, ignored = read_story(plan_id) if args.host is None else ([], 0)
+    found = bool(entries) or any(s.entries for s in stories)
     if args.json:
         json_out(
             {
                 "plan_id": plan_id,
                 "entries": [e.as_json() for e in entries],
                 "ignored_untrusted": ignored,
+                "hosts": {
+                    s.host: {
+                        "files": [f.name for f in s.files],
+                        "entries": [e.as_json() for e in s.entries],
+                        "ignored": s.ignored,
+                    }
+                    for s in stories
+                },
+                "ignored_forged": [f.as_json() for f in forged_of(stories)],
             }
         )
-        return 0 if entries else 1
-    if not entries:
+        return 0 if found else 1
+    if not found:
+        where = f" nor in the files of {len(stories)} host(s) in {remote_dir}" if stories else ""
+        hint = "reading the journal needs root or group systemd-journal"
+        if unreadable:
+            hint = (
+                f"the other hosts' journals in {remote_dir} need root: sudo opsbot audit {plan_id}"
+            )
+        elif stories:
+            hint = f"does the plan's host send its journal here? `ls {remote_dir}`; {hint}"
+        raise ConsoleError(f"no journal entries from opsbot for plan {plan_id}{where}", hint=hint)
+    lines = _entry_lines(entries, args.verbose)
+    if ignored:
+        lines.append(f"({ignored} entries naming this plan were ignored: not written by opsbot)")
+    if unreadable:
+        lines.append(f"(the other hosts' journals in {remote_dir} need root: sudo opsbot audit)")
+    for story in stories:
+        if story.entries or story.ignored or args.host is not None:
+            lines += _host_lines(story, args.verbose, first=not lines)
+    show(lines, no_pager=args.no_pager)  # a long story pages on a terminal, as journalctl's
+    return 0
+
+
+def _collector(
+    plan_id: str, remote_dir: Path, only_host: str | None, sources_map: dict[str, str]
+) -> list[HostStory]:
+    """Each sending host's story under ``remote_dir`` (only ``only_host``'s if given)."""
+    sources = collector_sources(remote_dir, sources_map)
+    if only_host is not None and only_host not in sources:
+        known = ", ".join(sources) or "none"
         raise ConsoleError(
-            f"no journal entries from opsbot for plan {plan_id}",
-            hint="reading the journal needs root or group systemd-journal",
+            f"no journal files of host {printable(only_host)!r} in {remote_dir} (hosts: {known})",
+            hint="journal-remote names each file after its sender; map addresses with --source",
         )
+    return [
+        read_host_story(plan_id, host, files)
+        for host, files in sources.items()
+        if only_host is None or host == only_host
+    ]
+
+
+def _entry_lines(entries: list[AuditEntry], verbose: bool) -> list[str]:
     lines: list[str] = []
     for e in entries:
         # A root-run service may log PLAN_ID= too; what it wrote is shown, never obeyed.
         lines.append(f"{when(e.time)}  {printable(e.event):<18} [{printable(e.source)}]")
         details = " ".join(
-            f"{k.lower()}={_short(k, printable(v), args.verbose)}" for k, v in e.fields.items()
+            f"{k.lower()}={_short(k, printable(v), verbose)}" for k, v in e.fields.items()
         )
-        lines += fit(details, "    ", lines=3, verbose=args.verbose)
-    if ignored:
-        lines.append(f"({ignored} entries naming this plan were ignored: not written by opsbot)")
-    show(lines, no_pager=args.no_pager)  # a long story pages on a terminal, as journalctl's
-    return 0
+        lines += fit(details, "    ", lines=3, verbose=verbose)
+    return lines
+
+
+def _host_lines(story: HostStory, verbose: bool, *, first: bool) -> list[str]:
+    """One sending host's section: its name and file, its story, what it may not say."""
+    files = story.files[0].name if story.files else "no file"
+    if len(story.files) > 1:
+        files += f" and {len(story.files) - 1} archived"
+    lines = [] if first else [""]
+    lines.append(f"host {printable(story.host)}  ({printable(files)})")
+    lines += _entry_lines(story.entries, verbose) or ["    (nothing this host may say of the plan)"]
+    untrusted = story.ignored - len(story.forged)
+    if untrusted:
+        lines.append(f"({untrusted} entries naming this plan were ignored: not written by opsbot)")
+    for reason, count in Counter(f.reason for f in story.forged).items():
+        lines += fit(f"({count} ignored: {printable(reason)})", "", lines=2, verbose=verbose)
+    return lines
 
 
 def _short(key: str, value: str, verbose: bool) -> str:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install opsbot on a host run by systemd, as an operator would:
-#   sudo packaging/install.sh [--venv DIR] [--offline] [--enable] [--without-polkit]
+#   sudo packaging/install.sh [--venv DIR] [--offline] [--no-pip] [--enable] [--without-polkit]
 # - a virtualenv (Debian's python3) with opsbot and its dependencies,
 # - units in /etc/systemd/system, users and groups (systemd-sysusers),
 #   directories (systemd-tmpfiles --create), /etc/opsbot/opsbot.toml if absent,
@@ -8,21 +8,26 @@
 # - the man page opsbot(8) (generated from the parser) and bash completion for opsbot.
 # --offline installs opsbot itself without touching a package index (the venv must
 # already hold the dependencies, as in the test container).
+# --no-pip: opsbot is already in the venv, e.g. from the Ansible role's wheelhouse: skip
+# creating the venv and pip (run as <venv>/share/opsbot/packaging/install.sh --no-pip, the
+# copy the wheel installs, it takes the units and files from <venv>/share/opsbot).
 # --without-polkit: for hosts without polkit, run the executor and apply as root with an
 # empty capability set (drop-ins from units/without-polkit/; state owned by root).
 set -euo pipefail
 
 venv=/opt/opsbot/venv
 offline=0
+no_pip=0
 enable=0
 without_polkit=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --venv) venv=$2; shift 2 ;;
         --offline) offline=1; shift ;;
+        --no-pip) no_pip=1; shift ;;
         --enable) enable=1; shift ;;
         --without-polkit) without_polkit=1; shift ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
         *) echo "install.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -31,19 +36,29 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 
 step() { printf '==> %s\n' "$*"; }
 
-if [ ! -x "$venv/bin/python" ]; then
-    step "creating $venv"
-    /usr/bin/python3 -m venv "$venv"
-fi
-# pip builds in the source tree; build from a copy so a read-only checkout works.
-build=$(mktemp -d)
-trap 'rm -rf "$build"' EXIT
-tar -C "$src" --exclude=.git --exclude='*.egg-info' --exclude=build -cf - . | tar -C "$build" -xf -
-step "installing opsbot into $venv"
-if [ "$offline" = 1 ]; then
-    "$venv/bin/pip" install --quiet --no-deps --no-index --no-build-isolation "$build"
+if [ "$no_pip" = 1 ]; then
+    [ -x "$venv/bin/opsbot" ] || {
+        echo "install.sh: --no-pip, but $venv/bin/opsbot is absent: install opsbot into" \
+            "$venv first (or leave out --no-pip)" >&2
+        exit 1
+    }
+    step "opsbot is already in $venv (--no-pip): files from $src"
 else
-    "$venv/bin/pip" install --quiet "$build"
+    if [ ! -x "$venv/bin/python" ]; then
+        step "creating $venv"
+        /usr/bin/python3 -m venv "$venv"
+    fi
+    # pip builds in the source tree; build from a copy so a read-only checkout works.
+    build=$(mktemp -d)
+    trap 'rm -rf "$build"' EXIT
+    tar -C "$src" --exclude=.git --exclude='*.egg-info' --exclude=build -cf - . \
+        | tar -C "$build" -xf -
+    step "installing opsbot into $venv"
+    if [ "$offline" = 1 ]; then
+        "$venv/bin/pip" install --quiet --no-deps --no-index --no-build-isolation "$build"
+    else
+        "$venv/bin/pip" install --quiet "$build"
+    fi
 fi
 chmod -R a+rX "$venv"
 

@@ -253,7 +253,9 @@ class BootedSystemd:
     Use as a context manager (or call :meth:`start` and :meth:`close`).  ``bind`` and
     ``bind_ro`` take extra ``(host_path, container_path)`` pairs, passed to nspawn as
     ``--bind=``/``--bind-ro=``; the repository root is always bound read-only at
-    :data:`REPO_MOUNT`.
+    :data:`REPO_MOUNT`.  ``network_namespace`` (a path such as ``/run/netns/NAME``) puts the
+    container in a network namespace the test made, instead of a private one with only
+    loopback; ``hostname`` is written to its /etc/hostname before it boots.
     """
 
     def __init__(
@@ -263,8 +265,14 @@ class BootedSystemd:
         bind_ro: Sequence[Bind] = (),
         boot_timeout: float = BOOT_TIMEOUT,
         machine: str | None = None,
+        network_namespace: str | os.PathLike[str] | None = None,
+        hostname: str | None = None,
     ) -> None:
         self.machine = machine or f"opsbot-bench-{uuid.uuid4().hex[:8]}"
+        #: A network namespace the test made (``/run/netns/NAME``) instead of a private one.
+        self.network_namespace = network_namespace
+        #: Written to the container's /etc/hostname before it boots.
+        self.hostname = hostname
         self.boot_timeout = boot_timeout
         self._binds = [("--bind", str(h), c) for h, c in bind]
         self._binds += [("--bind-ro", str(h), c) for h, c in bind_ro]
@@ -334,6 +342,8 @@ class BootedSystemd:
             fs = self._tmp / "fs"
             fs.mkdir()
             self._root = _mount_overlay(fs)
+            if self.hostname is not None:
+                (self._root / "etc" / "hostname").write_text(f"{self.hostname}\n")
             self._boot()
         except BaseException:
             self.close()
@@ -344,7 +354,11 @@ class BootedSystemd:
             "systemd-nspawn",
             "--register=no",
             "--keep-unit",
-            "--private-network",
+            (
+                f"--network-namespace-path={self.network_namespace}"
+                if self.network_namespace is not None
+                else "--private-network"
+            ),
             # Without this, `date -s` inside would set the host's clock: the container
             # shares the host's kernel clock. Time logic is tested with injected clocks.
             "--drop-capability=CAP_SYS_TIME",
