@@ -12,6 +12,7 @@ plan without a valid approval never runs; no flag relaxes that (``dry_run`` make
 same decisions and runs nothing at all).
 """
 
+import os
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +39,8 @@ from shared_schema import ExecutorPolicy, Plan, PlanState, StepRecord
 from shared_schema.write_tools import WRITE_TOOLS_BY_NAME
 
 log = structlog.get_logger("opsbot.executor.apply")
+#: How many more passes one run makes when approvals changed during the last one.
+RESCANS = 3
 
 
 @dataclass(frozen=True)
@@ -129,22 +132,42 @@ class Applier:
     def apply_all(self, *, dry_run: bool = False) -> list[Outcome]:
         if dry_run:
             return [o for o in (self._dry_run(pid) for pid in self.store.ids()) if o]
-        outcomes: list[Outcome] = []
+        outcomes: dict[str, Outcome] = {}
         with self.store.apply_lock():
-            for plan_id in self.store.ids():
-                with structlog.contextvars.bound_contextvars(plan_id=plan_id):
-                    try:
-                        outcome = self._apply_one(plan_id)
-                    except ExecutorError as exc:
-                        log.error("apply.error", error=exc.message)
-                        state = PlanState.PROPOSED  # unknown: it could not be read
-                        outcome = Outcome(plan_id, state, exc.message, error=True)
-                    finally:
-                        # _apply_one binds this plan's sha256; it must not label the next.
-                        structlog.contextvars.unbind_contextvars("sha256")
-                if outcome is not None:
-                    outcomes.append(outcome)
-        return outcomes
+            # An approval written while this run goes on, for a plan it has already looked
+            # at, would wait for the timer (opsbot-apply.path cannot start a unit that is
+            # still running): look again while the approvals changed, a bounded few times.
+            for _ in range(1 + RESCANS):
+                before = self._approvals_mark()
+                for plan_id in self.store.ids():
+                    outcome = self._apply_logged(plan_id)
+                    if outcome is not None:
+                        outcomes[plan_id] = outcome
+                if self._approvals_mark() == before:
+                    break
+        return list(outcomes.values())
+
+    def _apply_logged(self, plan_id: str) -> Outcome | None:
+        with structlog.contextvars.bound_contextvars(plan_id=plan_id):
+            try:
+                return self._apply_one(plan_id)
+            except ExecutorError as exc:
+                log.error("apply.error", error=exc.message)
+                state = PlanState.PROPOSED  # unknown: it could not be read
+                return Outcome(plan_id, state, exc.message, error=True)
+            finally:
+                # _apply_one binds this plan's sha256; it must not label the next.
+                structlog.contextvars.unbind_contextvars("sha256")
+
+    def _approvals_mark(self) -> tuple[int, tuple[str, ...]]:
+        """What the approvals directory holds now (its mtime and names), to tell whether
+        an approval came or went during a pass."""
+        try:
+            return os.stat(self.approvals_dir).st_mtime_ns, tuple(
+                sorted(os.listdir(self.approvals_dir))
+            )
+        except OSError:
+            return 0, ()
 
     def _decide(self, plan_id: str) -> tuple[StatusRecord, Decision]:
         record = self.store.load(plan_id)

@@ -113,7 +113,8 @@ a session (as an operator in group opsbot-operators; approve as root):
   opsbot plans                    what waits
   opsbot show ID                  its steps as argv, each precondition against live state
   opsbot approve ID --wait        (root) approve, follow the apply and its verification
-  opsbot audit ID                 the story (needs group systemd-journal, or root)
+  opsbot audit ID                 the story (needs group systemd-journal, or root); on a
+                                  journal collector, each sending host's own (root)
 
 """ + help_text()
 

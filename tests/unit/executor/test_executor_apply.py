@@ -6,6 +6,7 @@ unit state and the step runner are scripted."""
 import threading
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -560,3 +561,39 @@ def test_a_transition_records_who_when_and_why_and_clears_the_refusal() -> None:
     moved = transition(status, S.STALE, by="root", at=NOW, reason="unit recovered")
     assert (moved.state, moved.refusal, moved.reason) == (S.STALE, "", "unit recovered")
     assert [(t.state, t.by, t.at) for t in moved.history] == [(S.STALE, "root", NOW)]
+
+
+def test_an_approval_written_while_a_run_goes_on_is_applied_by_that_run(
+    store: PlanStore, approvals_dir: Path, clock: Clock, systemctl: Systemctl
+) -> None:
+    """Root approves a plan while the apply is busy with another one it has already passed
+    over (opsbot-apply.path cannot start the unit again while it runs): the same run looks
+    at the approvals again and applies it, rather than leaving it to the timer a minute
+    later. On a fleet, that minute was every host's."""
+    early = submitted(store, plan_of(step("restart_unit", "app.service")), at=NOW)
+    late = submitted(
+        store, plan_of(step("restart_unit", "nginx.service")), at=NOW + timedelta(seconds=1)
+    )
+    approved(store, approvals_dir, late)
+
+    def run_step(argv: list[str], timeout: float) -> Any:
+        if argv[-1] == "nginx.service":  # meanwhile, root approves the other plan
+            approved(store, approvals_dir, early)
+        return systemctl(argv, timeout)
+
+    applier = Applier(
+        store,
+        approvals_dir,
+        POLICY,
+        actor="root",
+        now=clock,
+        read_state=unit_in("failed"),
+        run_step=run_step,
+    )
+    clock.advance(120)
+    outcomes = applier.apply_all()
+    assert {o.plan_id: o.state for o in outcomes} == {
+        early.plan_id: S.APPLIED,
+        late.plan_id: S.APPLIED,
+    }
+    assert systemctl.calls == [restart_argv("nginx.service"), restart_argv("app.service")]
