@@ -7,7 +7,7 @@ and the peer's uid decides which. A click becomes an approval only here, and onl
 its single-use token, bound to one plan id, its sha256, one approver and one decision,
 and that approver's TOTP code both check out, and the plan is still the one the executor
 logged accepting; then it writes exactly the approval ``opsbot approve`` writes
-(executor_svc.gate).
+(plans.approve).
 
     errors    Refusal: a refused request, with the protocol's ``kind``
     state     what the approver remembers (root-only, /var/lib/opsbot-approver)

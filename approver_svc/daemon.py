@@ -30,7 +30,7 @@ from approver_svc.errors import Refusal
 from approver_svc.service import ApproverService
 from approver_svc.state import STATE_DIR, StateFile
 from approver_svc.totp import credentials_dir
-from executor_svc.store import PlanStore
+from plans import PlanStore, start_apply
 from shared_io import log as logsetup
 from shared_io.activation import listening_socket
 from shared_io.admission import Refusal as Busy
@@ -209,7 +209,6 @@ def main(argv: list[str] | None = None) -> int:
         log.error("approver.failed", error=exc.message, hint=exc.hint)
         print(f"opsbot-approver: {exc.message}", file=sys.stderr)
         return exc.exit_status
-    from opsbot_cli.approve import start_apply
 
     service = ApproverService(
         config=config,

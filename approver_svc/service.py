@@ -7,9 +7,9 @@ checks the approver's TOTP code (each code once; wrong ones bounded), then the p
 its stored record must still have the sha256 the token was minted for, and the
 executor's own ``plan.accepted`` journal entry must name it, and the plan must still
 wait (PROPOSED, not expired: a click never rewrites root's approval); only then is the
-token used up (and its sibling with it) and the approval written by executor_svc.gate,
+token used up (and its sibling with it) and the approval written by plans.approve,
 the same function ``opsbot approve`` calls, bound to that full sha256. A reject goes
-through executor_svc.gate.reject, as ``opsbot reject`` does.
+through plans.reject, as ``opsbot reject`` does.
 """
 
 from __future__ import annotations
@@ -23,16 +23,26 @@ from pathlib import Path
 
 import structlog
 
+import plans
 from approver_svc import tokens, totp
 from approver_svc.errors import Refusal
 from approver_svc.state import ApproverState, StateFile
 from approver_svc.view import ReadState, live_state, plan_expiry, plan_view, when_approved
-from executor_svc import gate
-from executor_svc.approvals import rejection_reason
-from executor_svc.errors import ExecutorError, StoreError, TamperedPlan
-from executor_svc.records import PlanRecord, StatusRecord
-from executor_svc.store import PlanStore, utcnow
-from executor_svc.windows import Analyzer, systemd_analyze
+from plans import (
+    Accepted,
+    Analyzer,
+    PlanRecord,
+    PlanStore,
+    Reviewed,
+    StatusRecord,
+    TamperedPlan,
+    apply_running,
+    rejection_reason,
+    systemd_analyze,
+    utcnow,
+)
+from plans import accepted as journal_accepted
+from shared_io.errors import OpsbotError, StoreError
 from shared_schema import ExecutorPolicy, OpsbotConfig, Plan, PlanState
 from shared_schema.approver_socket import (
     Announce,
@@ -52,23 +62,11 @@ log = structlog.get_logger("opsbot.approver")
 #: last), so that the reply stays far under MAX_APPROVER_REPLY_BYTES.
 MAX_NOTICES = 20
 
-Witness = Callable[[str], gate.Accepted]
-#: Before an approval: whether an apply runs now (opsbot_cli.approve.apply_running).
+Witness = Callable[[str], Accepted]
+#: Before an approval: whether an apply runs now (plans.apply_running).
 ApplyBusy = Callable[[], bool]
-#: After it: what will apply the plan, in words (opsbot_cli.approve.start_apply).
+#: After it: what will apply the plan, in words (plans.start_apply).
 StartApply = Callable[[bool], tuple[str, bool]]
-
-
-def journal_witness(plan_id: str) -> gate.Accepted:
-    from opsbot_cli import journal_witness as witness
-
-    return witness.accepted(plan_id)
-
-
-def _busy_now() -> bool:
-    from opsbot_cli.approve import apply_running
-
-    return apply_running()
 
 
 @dataclass
@@ -82,10 +80,10 @@ class ApproverService:
     credentials: Path | None
     start_apply: StartApply
     now: Callable[[], datetime] = utcnow
-    witness: Witness = journal_witness
-    apply_busy: ApplyBusy = _busy_now
+    witness: Witness = journal_accepted
+    apply_busy: ApplyBusy = apply_running
     read_state: ReadState = live_state
-    #: systemd-analyze calendar, for the apply windows (executor_svc.windows).
+    #: systemd-analyze calendar, for the apply windows (plans.windows).
     analyze: Analyzer = systemd_analyze
     host: str = field(default_factory=socket.gethostname)
     #: Held for each request: one at a time, as each reads and writes the one state file.
@@ -135,7 +133,7 @@ class ApproverService:
             if now >= expires or rejection_reason(self.approvals_dir, plan_id):
                 return None
             plan = self.store.verified_plan(record)
-        except ExecutorError as exc:
+        except OpsbotError as exc:
             log.warning("announce.skipped", plan_id=plan_id, reason=exc.message)
             return None
         accepted = self.witness(plan_id)
@@ -194,7 +192,7 @@ class ApproverService:
         try:
             plan = self.store.verified_plan(record)
             status = self.store.status(record.plan_id, record)
-        except ExecutorError as exc:
+        except OpsbotError as exc:
             raise Refusal("plan", exc.message) from exc
         view = self._plan_view(record, status, plan, now)
         return Viewed(
@@ -205,7 +203,7 @@ class ApproverService:
         """The stored record of ``plan_id``, if it still has the sha256 of the link."""
         try:
             record = self.store.load(plan_id)
-        except ExecutorError as exc:
+        except OpsbotError as exc:
             raise Refusal("plan", exc.message) from exc
         if record.sha256 != sha256:
             raise Refusal(
@@ -243,15 +241,15 @@ class ApproverService:
         record = self._record(token.plan_id, token.sha256)
         accepted = self.witness(record.plan_id)
         try:
-            reviewed = gate.review(self.store, self.approvals_dir, record.plan_id, accepted)
-        except ExecutorError as exc:
+            reviewed = plans.review(self.store, self.approvals_dir, record.plan_id, accepted)
+        except OpsbotError as exc:
             raise Refusal("plan", exc.message, hint=exc.hint) from exc
         self._still_waits(reviewed, now)
         tokens.use_up(state, key, now)
         self.state.save(state)
         busy = self.apply_busy()
         try:
-            approved = gate.approve(
+            approved = plans.approve(
                 self.store,
                 self.approvals_dir,
                 record.plan_id,
@@ -264,7 +262,7 @@ class ApproverService:
                 analyze=self.analyze,
                 renew=False,
             )
-        except ExecutorError as exc:
+        except OpsbotError as exc:
             if _store_failure(exc):
                 raise
             raise Refusal("plan", exc.message, hint=exc.hint) from exc
@@ -291,8 +289,8 @@ class ApproverService:
             applies=applies[:2000],
         )
 
-    def _still_waits(self, reviewed: gate.Reviewed, now: datetime) -> None:
-        """A link approves a plan that waits: PROPOSED and not expired. gate.approve also
+    def _still_waits(self, reviewed: Reviewed, now: datetime) -> None:
+        """A link approves a plan that waits: PROPOSED and not expired. plans.approve also
         renews an APPROVED plan's approval, which is root's to do (``opsbot approve``): a
         click must not rewrite root's approval (its approver, its expiry, its ``--now``)."""
         record, status = reviewed.record, reviewed.status
@@ -332,7 +330,7 @@ class ApproverService:
         tokens.use_up(state, key, now)
         self.state.save(state)
         try:
-            gate.reject(
+            plans.reject(
                 self.store,
                 self.approvals_dir,
                 plan_id,
@@ -340,7 +338,7 @@ class ApproverService:
                 now=now,
                 reason=request.reason or f"rejected by {name} from the approval page",
             )
-        except ExecutorError as exc:
+        except OpsbotError as exc:
             if _store_failure(exc):
                 raise
             raise Refusal("plan", exc.message, hint=exc.hint) from exc
@@ -356,7 +354,7 @@ class ApproverService:
         return Decided(decision="reject", plan_id=plan_id, sha256=sha256, approver=name)
 
 
-def _store_failure(exc: ExecutorError) -> bool:
+def _store_failure(exc: OpsbotError) -> bool:
     """A store that cannot be read or written is the approver's failure (``internal``),
     not the plan's; a plan whose bytes changed is the plan's."""
     return isinstance(exc, StoreError) and not isinstance(exc, TamperedPlan)

@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from approver_svc.errors import Refusal
-from executor_svc.store import read_bounded, write_atomic
+from shared_io.files import read_bounded, write_atomic
 from shared_schema.approver_socket import ApproverName, Decision
 from shared_schema.units import PlanId, Sha256Hex
 

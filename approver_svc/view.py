@@ -7,13 +7,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from executor_svc import windows
-from executor_svc.errors import ExecutorError
-from executor_svc.policy import step_argv
-from executor_svc.records import PlanRecord, StatusRecord
-from executor_svc.unit_state import UnitStateError, read_unit_state
-from executor_svc.windows import Analyzer, systemd_analyze
-from opsbot_cli.show import expect_words
+from plans import (
+    Analyzer,
+    PlanError,
+    PlanRecord,
+    StatusRecord,
+    approval_expiry,
+    expect_words,
+    runs_when,
+    step_argv,
+    systemd_analyze,
+)
+from shared_io.errors import UnitStateError
+from shared_io.unit_show import read_unit_state
 from shared_schema import ExecutorPolicy, Plan
 from shared_schema.approver_socket import PlanView, StepView
 
@@ -25,11 +31,12 @@ EVIDENCE_CHARS = 300
 
 
 def live_state(unit: str) -> str:
-    """``app.service is failed/failed (load: loaded)``, as systemd says now."""
+    """``app.service is failed/failed (load: loaded)``, as systemd says now; where it
+    cannot say, ``live state unknown: WHY`` (never shown as a state)."""
     try:
         return read_unit_state(unit, timeout=5).describe()
     except UnitStateError as exc:
-        return f"unknown: {exc.message}"[:LINE]
+        return f"live state unknown: {' '.join(exc.message.split())}"[:LINE]
 
 
 def plan_expiry(record: PlanRecord, policy: ExecutorPolicy) -> datetime:
@@ -40,14 +47,14 @@ def when_approved(
     policy: ExecutorPolicy, now: datetime, analyze: Analyzer = systemd_analyze
 ) -> tuple[datetime, str]:
     """When an approval made ``now`` would expire (what ``gate.approve`` writes) and when
-    the plan would then run, in words (executor_svc.windows). A window that cannot be
+    the plan would then run, in words (plans.windows). A window that cannot be
     computed is said in the words, not raised: the page still shows the plan."""
     try:
-        expires = windows.approval_expiry(
+        expires = approval_expiry(
             policy.apply_window, now, policy.approval_ttl_seconds, analyze=analyze
         )
-        runs = windows.runs_when(policy.apply_window, now, analyze=analyze)
-    except ExecutorError as exc:
+        runs = runs_when(policy.apply_window, now, analyze=analyze)
+    except PlanError as exc:
         return now + timedelta(seconds=policy.approval_ttl_seconds), exc.message[:LINE]
     return expires, runs
 
@@ -79,12 +86,11 @@ def plan_view(
         unit = step.args.unit
         if unit not in states:
             states[unit] = read_state(unit)[:LINE]
-        expect = {} if step.expect is None else step.expect.model_dump(mode="json")
         steps.append(
             StepView(
                 unit=unit,
                 argv=argv,
-                precondition=[w[:LINE] for w in expect_words(unit, expect)],
+                precondition=[w[:LINE] for w in expect_words(unit, step.expect)],
                 live=states[unit],
                 reason=(step.reason or "")[:LINE],
             )

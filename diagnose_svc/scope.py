@@ -20,7 +20,7 @@ what the scope guards is the journal, and what is quoted from it is redacted.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from diagnose_svc.errors import CommandFailed, UsageError
@@ -43,7 +43,7 @@ WIDEN = (
     "but not touch) or to [executor.allow]"
 )
 
-Show = Callable[[Sequence[str], Sequence[str]], list[dict[str, str]]]
+Show = Callable[[Sequence[str], Sequence[str]], Sequence[Mapping[str, str]]]
 
 
 class OutOfScope(UsageError):

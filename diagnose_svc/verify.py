@@ -5,9 +5,10 @@ the executor for the plans awaiting verification, watches each plan's units (wit
 read_unit_status) and the health targets they serve (with http_get_health) from its last
 step until ``settle_seconds`` after it, and reports each to the executor:
 
-* VERIFIED: at the end of the window every unit is in the state its last step asked for
-  (active, or inactive after a stop) and every health target it serves answers as
-  expected, and no unit failed or was restarted by systemd meanwhile;
+* VERIFIED: at the end of the window every unit is in the state its steps leave it in
+  (the write tools' table says which: active, inactive after a stop, not failed after a
+  reset) and every health target it serves answers as expected, and no unit failed or
+  was restarted by systemd meanwhile;
 * UNRESOLVED: a unit failed again, systemd restarted it (NRestarts grew, or its main
   process began after the last step: it failed meanwhile), it never became active, or a
   health target still fails; with what was seen.
@@ -43,7 +44,8 @@ from diagnose_svc.tools import (
     UnitStatus,
 )
 from diagnose_svc.tools._systemctl import show
-from shared_schema import AwaitingPlan, DiagnoseSettings, ReportVerification
+from shared_io.errors import UnitStateError
+from shared_schema import AwaitingPlan, DiagnoseSettings, ReportVerification, write_tools
 
 log = structlog.get_logger("opsbot.verify")
 
@@ -56,16 +58,9 @@ ONFAILURE = "opsbot-onfailure@"
 
 
 def expected_states(plan: AwaitingPlan) -> dict[str, str]:
-    """Each unit of the plan and the ActiveState its last step on it asks for."""
-    wanted: dict[str, str] = {}
-    for step in plan.steps:
-        if step.tool == "stop_unit":
-            wanted[step.unit] = "inactive"
-        elif step.tool == "reset_failed_unit":
-            wanted.setdefault(step.unit, "not-failed")
-        else:
-            wanted[step.unit] = "active"
-    return wanted
+    """Each unit of the plan and the state its steps leave it in (the write tools' table
+    says what each step leaves: shared_schema.write_tools)."""
+    return dict(write_tools.expected_states([(s.tool, s.unit) for s in plan.steps]))
 
 
 @dataclass
@@ -225,7 +220,7 @@ def is_watched(unit: str) -> bool:
     """Whether ``opsbot watch`` watches ``unit`` (its OnFailure= names opsbot-onfailure@)."""
     try:
         [props] = show([unit], ("OnFailure",))
-    except DiagnoseError:
+    except UnitStateError:
         return False
     return ONFAILURE in props.get("OnFailure", "")
 

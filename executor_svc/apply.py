@@ -1,117 +1,55 @@
 """Applying approved plans: the only place where a step runs.
 
-For each stored plan, under the apply lock, :func:`executor_svc.gate.decide` says what
-may happen; then: an APPLYING plan left by a dead apply becomes INTERRUPTED; an old plan,
-or one whose approval ran out, EXPIRED; a plan today's policy refuses STALE; a refused
-approval is logged once and the plan keeps waiting; so does an approved plan outside its
-apply window, its status saying when the window opens (written when that changes, for
-``opsbot show`` and ``opsbot plans``). A plan that may run has its approval
-consumed, every step's ``expect`` re-checked against live state (any mismatch: STALE,
-nothing runs), then its steps run in order, each recorded before and after it runs. A
-plan without a valid approval never runs; no flag relaxes that (``dry_run`` makes the
-same decisions and runs nothing at all).
+For each stored plan, under the apply lock, plans.gate.decide says what may happen, and
+this module does it (the one place it matches the decision for real; the dry run,
+plans.preview, matches it once more and only says): an APPLYING plan left by a dead
+apply becomes INTERRUPTED; an old plan, or one whose approval ran out, EXPIRED; a plan
+today's policy refuses STALE; a refused approval is logged once and the plan keeps
+waiting; so does an approved plan outside its apply window, its status saying when the
+window opens (written when that changes, for ``opsbot show`` and ``opsbot plans``). A
+plan that may run has its approval consumed, every step's ``expect`` re-checked against
+live state (any mismatch: STALE, nothing runs), then its steps run in order, each recorded
+before and after it runs. A plan without a valid approval never runs; no flag relaxes
+that.
 """
 
 import os
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import assert_never
 
 import structlog
 
-from executor_svc.errors import ExecutorError
-from executor_svc.gate import Decision, decide, precondition_mismatch, window_wait
-from executor_svc.records import StatusRecord
-from executor_svc.states import transition
-from executor_svc.store import PlanStore
-from executor_svc.unit_state import (
-    Check,
-    UnitState,
-    UnitStateError,
-    precondition_checks,
-    read_unit_state,
+from plans import (
+    AwaitApproval,
+    AwaitWindow,
+    Expire,
+    Interrupted,
+    NotFinal,
+    Outcome,
+    PlanStore,
+    Refuse,
+    Run,
+    Skip,
+    Stale,
+    StatusRecord,
+    decide,
+    mark_applied,
+    precondition_mismatch,
+    transition,
+    window_wait,
 )
-from executor_svc.verification import mark_applied
+from shared_io.errors import OpsbotError
 from shared_io.run import RunResult, run
+from shared_io.unit_show import UnitState, read_unit_state
 from shared_schema import ExecutorPolicy, Plan, PlanState, StepRecord
-from shared_schema.write_tools import WRITE_TOOLS_BY_NAME
 
 log = structlog.get_logger("opsbot.executor.apply")
 #: How many more passes one run makes when approvals changed during the last one.
 RESCANS = 3
-
-
-@dataclass(frozen=True)
-class StepPreview:
-    """What a dry run says of one step: the argv, each precondition against the live state
-    in words, and what the step does."""
-
-    argv: list[str]
-    checks: list[Check]
-    does: str
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one apply did (or would do) with one plan."""
-
-    plan_id: str
-    state: PlanState
-    message: str
-    argv: list[list[str]] = field(default_factory=list)
-    ran: bool = False
-    #: Dry run: each step's preview, and what the apply would do (a Decision's action,
-    #: or "running": an apply holds the lock now). A real apply sets ``would`` only to
-    #: "wait", for an approved plan left waiting for its apply window.
-    preview: list[StepPreview] = field(default_factory=list)
-    would: str = ""
-    #: The plan could not be read or judged (an error, not a state it is in).
-    error: bool = False
-
-
-class LiveStates:
-    """Each unit's live state read once, for the preview and the verdict alike: what the
-    dry run shows is what it judged (a read that failed is its message)."""
-
-    def __init__(self, read_state: Callable[[str], UnitState]) -> None:
-        self._read = read_state
-        self._seen: dict[str, UnitState | str] = {}
-
-    def get(self, unit: str) -> UnitState | str:
-        if unit not in self._seen:
-            try:
-                self._seen[unit] = self._read(unit)
-            except UnitStateError as exc:
-                self._seen[unit] = exc.message
-        return self._seen[unit]
-
-    def read(self, unit: str) -> UnitState:
-        """As ``read_state``: the state, or UnitStateError again."""
-        state = self.get(unit)
-        if isinstance(state, str):
-            raise UnitStateError(state)
-        return state
-
-
-def preview_steps(plan: Plan, argv: list[list[str]], live: LiveStates) -> list[StepPreview]:
-    """Each step of ``plan`` with its preconditions checked against live state now, in
-    the words ``opsbot apply --dry-run`` prints."""
-    previews: list[StepPreview] = []
-    for step, step_argv_ in zip(plan.steps, argv, strict=True):
-        unit = step.args.unit
-        tool = WRITE_TOOLS_BY_NAME.get(step.tool)
-        does = f"{tool.verb} {unit}: {tool.summary}" if tool else f"{step.tool} {unit}"
-        checks: list[Check] = []
-        if step.expect is not None:
-            state = live.get(unit)
-            if isinstance(state, str):
-                checks.append(Check(state, False))
-            else:
-                checks = precondition_checks(step.expect, state)
-        previews.append(StepPreview(step_argv_, checks, does))
-    return previews
 
 
 def run_step(argv: list[str], timeout: float) -> RunResult:
@@ -129,9 +67,7 @@ class Applier:
     read_state: Callable[[str], UnitState] = read_unit_state
     run_step: Callable[[list[str], float], RunResult] = run_step
 
-    def apply_all(self, *, dry_run: bool = False) -> list[Outcome]:
-        if dry_run:
-            return [o for o in (self._dry_run(pid) for pid in self.store.ids()) if o]
+    def apply_all(self) -> list[Outcome]:
         outcomes: dict[str, Outcome] = {}
         with self.store.apply_lock():
             # An approval written while this run goes on, for a plan it has already looked
@@ -151,7 +87,7 @@ class Applier:
         with structlog.contextvars.bound_contextvars(plan_id=plan_id):
             try:
                 return self._apply_one(plan_id)
-            except ExecutorError as exc:
+            except OpsbotError as exc:
                 log.error("apply.error", error=exc.message)
                 state = PlanState.PROPOSED  # unknown: it could not be read
                 return Outcome(plan_id, state, exc.message, error=True)
@@ -169,20 +105,6 @@ class Applier:
         except OSError:
             return 0, ()
 
-    def _decide(self, plan_id: str) -> tuple[StatusRecord, Decision]:
-        record = self.store.load(plan_id)
-        status = self.store.status(plan_id, record)
-        structlog.contextvars.bind_contextvars(sha256=record.sha256)
-        decision = decide(
-            self.store,
-            record,
-            status,
-            approvals_dir=self.approvals_dir,
-            policy=self.policy,
-            now=self.now(),
-        )
-        return status, decision
-
     # -- one plan -----------------------------------------------------------------------
 
     def _save(self, status: StatusRecord) -> StatusRecord:
@@ -199,9 +121,11 @@ class Applier:
         log.info(f"plan.{new.lower()}", state=str(new), reason=reason or None)
         return moved
 
-    def _ended(self, status: StatusRecord, new: PlanState, decision: Decision) -> Outcome:
-        done = self._move(status, new, decision.reason)
-        return Outcome(done.plan_id, done.state, done.reason, decision.argv)
+    def _ended(
+        self, status: StatusRecord, new: PlanState, reason: str, argv: list[list[str]]
+    ) -> Outcome:
+        done = self._move(status, new, reason)
+        return Outcome(done.plan_id, done.state, done.reason, argv)
 
     def _refuse(self, status: StatusRecord, reason: str) -> Outcome:
         # Logged once per distinct reason, so a timer does not repeat it every minute.
@@ -211,48 +135,70 @@ class Applier:
             self._save(status.model_copy(update={"refusal": reason, "waits_for_window": None}))
         return Outcome(status.plan_id, status.state, f"not run: {reason}")
 
-    def _wait(self, status: StatusRecord, decision: Decision) -> Outcome:
-        if decision.window is not None:
-            # Written (and logged) when it changes, so a timer does not repeat it.
-            waits = window_wait(decision.window)
-            if status.waits_for_window != waits:
-                opens = waits.opens_at if waits else None
-                log.info("plan.waiting", opens_at=opens.isoformat() if opens else None)
-                self._save(status.model_copy(update={"waits_for_window": waits}))
-            # APPROVED and not run, yet nothing refused: `opsbot apply` exits "waiting".
-            return Outcome(status.plan_id, status.state, decision.reason, would="wait")
-        return Outcome(status.plan_id, status.state, decision.reason)
+    def _wait_for_window(self, status: StatusRecord, decision: AwaitWindow) -> Outcome:
+        # Written (and logged) when it changes, so a timer does not repeat it.
+        waits = window_wait(decision.window)
+        if status.waits_for_window != waits:
+            opens = waits.opens_at if waits else None
+            log.info("plan.waiting", opens_at=opens.isoformat() if opens else None)
+            self._save(status.model_copy(update={"waits_for_window": waits}))
+        # APPROVED and not run, yet nothing refused: `opsbot apply` exits "waiting".
+        return Outcome(status.plan_id, status.state, decision.reason, would="wait")
+
+    def _interrupted(self, status: StatusRecord, reason: str) -> Outcome:
+        steps = [
+            s.model_copy(update={"outcome": "failed", "output": s.output + "\n[apply died]"})
+            if s.outcome == "running"
+            else s
+            for s in status.steps
+        ]
+        done = self._move(status, PlanState.INTERRUPTED, reason, steps=steps)
+        return Outcome(status.plan_id, done.state, done.reason)
 
     def _apply_one(self, plan_id: str) -> Outcome | None:
-        status, decision = self._decide(plan_id)
-        if decision.action == "skip":
+        record = self.store.load(plan_id)
+        status = self.store.status(plan_id, record)
+        structlog.contextvars.bind_contextvars(sha256=record.sha256)
+        decision = decide(
+            self.store,
+            record,
+            status,
+            approvals_dir=self.approvals_dir,
+            policy=self.policy,
+            now=self.now(),
+        )
+        if isinstance(decision, Skip):
             return None
-        if decision.action == "interrupt":
-            steps = [
-                s.model_copy(update={"outcome": "failed", "output": s.output + "\n[apply died]"})
-                if s.outcome == "running"
-                else s
-                for s in status.steps
-            ]
-            done = self._move(status, PlanState.INTERRUPTED, decision.reason, steps=steps)
-            return Outcome(plan_id, done.state, done.reason)
-        if decision.action == "expire":
-            return self._ended(status, PlanState.EXPIRED, decision)
-        if decision.action == "wait":
-            return self._wait(status, decision)
-        if decision.action == "refuse":
-            return self._refuse(status, decision.reason)
-        if decision.action == "stale":
-            return self._ended(status, PlanState.STALE, decision)
-        assert decision.plan is not None and decision.approval is not None
+        return self._act(status, decision)
+
+    def _act(self, status: StatusRecord, decision: NotFinal) -> Outcome:
+        """What the apply does for each decision: the one place it matches them."""
+        match decision:
+            case Interrupted(reason=reason):
+                return self._interrupted(status, reason)
+            case Expire(reason=reason, argv=argv):
+                return self._ended(status, PlanState.EXPIRED, reason, argv)
+            case Stale(reason=reason, argv=argv):
+                return self._ended(status, PlanState.STALE, reason, argv)
+            case Refuse(reason=reason):
+                return self._refuse(status, reason)
+            case AwaitApproval(reason=reason):
+                return Outcome(status.plan_id, status.state, reason)
+            case AwaitWindow():
+                return self._wait_for_window(status, decision)
+            case Run():
+                return self._run(status, decision)
+            case _:
+                assert_never(decision)
+
+    def _run(self, status: StatusRecord, decision: Run) -> Outcome:
         checked = decision.approval
-        if not self.store.consume(plan_id, checked.file_sha256, self.actor, self.now()):
+        if not self.store.consume(status.plan_id, checked.file_sha256, self.actor, self.now()):
             return self._refuse(status, "approval was already used by another apply")
         log.info("approval.consumed", approver=checked.approval.approver)
         mismatch = precondition_mismatch(decision.plan, self.read_state)
         if mismatch:
-            done = self._move(status, PlanState.STALE, mismatch)
-            return Outcome(plan_id, done.state, mismatch, decision.argv)
+            return self._ended(status, PlanState.STALE, mismatch, decision.argv)
         return self._run_steps(decision.plan, status, decision.argv)
 
     def _run_steps(self, plan: Plan, status: StatusRecord, argv: list[list[str]]) -> Outcome:
@@ -262,12 +208,12 @@ class Applier:
         ]
         status = self._move(status, PlanState.APPLYING, steps=records)
         failed: str | None = None
-        for i, step_argv_ in enumerate(argv):
+        for i, step_argv in enumerate(argv):
             started = records[i].model_copy(update={"outcome": "running", "started_at": self.now()})
             records[i] = started
             status = self._save(status.model_copy(update={"steps": list(records)}))
-            log.info("step.started", step=i + 1, argv=step_argv_)
-            result = self.run_step(step_argv_, self.policy.step_timeout_seconds)
+            log.info("step.started", step=i + 1, argv=step_argv)
+            result = self.run_step(step_argv, self.policy.step_timeout_seconds)
             outcome = "ok" if result.ok else ("timeout" if result.timed_out else "failed")
             records[i] = started.model_copy(
                 update={
@@ -281,14 +227,14 @@ class Applier:
             log.info(
                 "step.finished",
                 step=i + 1,
-                argv=step_argv_,
+                argv=step_argv,
                 exit_status=result.exit_status,
                 outcome=outcome,
                 output=result.output.strip()[:500] or None,
             )
             if not result.ok:
                 said = " ".join((result.error or result.output).split())[:300]
-                failed = f"step {i + 1} ({shlex.join(step_argv_)}) {outcome}: {said}"
+                failed = f"step {i + 1} ({shlex.join(step_argv)}) {outcome}: {said}"
                 if plan.stop_on_error:
                     break
         if failed:
@@ -300,45 +246,3 @@ class Applier:
             done = self._move(status, PlanState.APPLIED, f"{len(argv)} step(s) ran")
             mark_applied(self.store, done.plan_id)
         return Outcome(done.plan_id, done.state, done.reason, argv, ran=True)
-
-    # -- dry run ------------------------------------------------------------------------
-
-    def _dry_run(self, plan_id: str) -> Outcome | None:
-        try:
-            status, decision = self._decide(plan_id)
-        except ExecutorError as exc:
-            state = PlanState.PROPOSED
-            return Outcome(plan_id, state, f"would not run: {exc.message}", error=True)
-        finally:
-            structlog.contextvars.unbind_contextvars("sha256")
-        state, argv, action = status.state, decision.argv, str(decision.action)
-        if decision.action == "skip":
-            return None
-        live = LiveStates(self.read_state)
-        preview = preview_steps(decision.plan, argv, live) if decision.plan else []
-
-        def would(message: str, what: str = action) -> Outcome:
-            return Outcome(plan_id, state, message, argv, preview=preview, would=what)
-
-        if decision.action == "interrupt" and self.store.apply_running():
-            return would("is being applied now, by an apply that holds the lock", "running")
-        if decision.action == "wait" and decision.window is not None:
-            return would(f"would not run now: {decision.reason}")
-        if decision.action == "wait":
-            return would("would not run: not approved")
-        if decision.action == "interrupt":
-            return would(f"would become INTERRUPTED: {decision.reason}")
-        if decision.action == "expire":
-            return would(f"would become EXPIRED: {decision.reason}")
-        if decision.action == "stale":
-            return would(f"would become STALE: {decision.reason}")
-        if decision.action == "refuse":
-            return would(f"would not run: {decision.reason}")
-        if self.store.is_consumed(plan_id):
-            return would("would not run: approval was already used by another apply", "refuse")
-        # The apply's own check right before the steps, on the states the preview shows.
-        assert decision.plan is not None
-        mismatch = precondition_mismatch(decision.plan, live.read)
-        if mismatch:
-            return would(f"would become STALE: {mismatch}", "stale")
-        return would(f"would run {len(argv)} step(s) (dry run: nothing was run)")

@@ -15,64 +15,27 @@ import json
 import os
 import pwd
 import sys
-from typing import Any
 
 import structlog
 
-from executor_svc.apply import Applier, Outcome
-from executor_svc.store import PlanStore, utcnow
+from executor_svc.apply import Applier
+from plans import Outcome, PlanStore, failed, outcome_json, utcnow
 from shared_io import log as logsetup
 from shared_io.config import load_config
 from shared_io.errors import OpsbotError
 from shared_io.paths import Paths
-from shared_schema import PlanState
 from shared_schema.text import printable
-
-#: The unit that runs this program; `opsbot apply` starts it.
-APPLY_UNIT = "opsbot-apply.service"
 
 log = structlog.get_logger("opsbot.apply")
 
 
-def apply_plans(paths: Paths, *, actor: str, dry_run: bool = False) -> list[Outcome]:
-    """Apply (or with ``dry_run``, only judge) every open plan in ``paths.state_dir``."""
+def apply_plans(paths: Paths, *, actor: str) -> list[Outcome]:
+    """Apply every approved plan in ``paths.state_dir`` once."""
     config = load_config(paths.config)
     store = PlanStore(paths.state_dir)
-    if not dry_run:
-        store.ensure()
+    store.ensure()
     applier = Applier(store, paths.approvals_dir, config.executor, actor=actor, now=utcnow)
-    return applier.apply_all(dry_run=dry_run)
-
-
-def failed(outcomes: list[Outcome]) -> bool:
-    return any(o.state is PlanState.FAILED for o in outcomes if o.ran)
-
-
-def outcome_json(o: Outcome) -> dict[str, Any]:
-    """One outcome as ``opsbot apply --json`` prints it (and ``apply.outcomes`` holds it)."""
-    return {
-        "plan_id": o.plan_id,
-        "state": str(o.state),
-        "message": o.message,
-        "argv": o.argv,
-        "ran": o.ran,
-        **({"would": o.would} if o.would else {}),
-        **({"error": True} if o.error else {}),
-        **(
-            {
-                "steps": [
-                    {
-                        "argv": p.argv,
-                        "does": p.does,
-                        "checks": [{"text": c.text, "holds": c.holds} for c in p.checks],
-                    }
-                    for p in o.preview
-                ]
-            }
-            if o.preview
-            else {}
-        ),
-    }
+    return applier.apply_all()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,10 +28,9 @@ from types import FrameType
 
 import structlog
 
-from executor_svc.errors import ExecutorError
 from executor_svc.peer import Peer, Role, Roles, user_name
 from executor_svc.service import ExecutorService
-from executor_svc.store import PlanStore, utcnow
+from plans import PlanStore, utcnow
 from shared_io import log as logsetup
 from shared_io.activation import listening_socket
 from shared_io.admission import Refusal
@@ -179,7 +178,7 @@ class Server(ThreadedServer):
                 continue
             try:
                 reply = self.service.handle(request, peer)
-            except ExecutorError as exc:
+            except OpsbotError as exc:
                 reply = Reject(reason=exc.message)
             # The next message's deadline runs from this reply (marked before it is
             # sent: a client that has read it finds the deadline already moved).

@@ -3,7 +3,7 @@
 submit: envelope checked, plan validated (REVISE with field errors), checked against
 policy and opsbot's own recent history (REVISE: the restart budget, steps already tried),
 stored durably, then ACCEPT. list/show: summaries and detail, with each step as the argv
-it will run. pending/verify: opsbot-verify's (executor_svc.verification).
+it will run. pending/verify: opsbot-verify's (plans.verification).
 """
 
 import shlex
@@ -13,12 +13,20 @@ from pathlib import Path
 
 import structlog
 
-from executor_svc.errors import ExecutorError, PlanNotFound, StoreError
 from executor_svc.peer import ALLOWED_OPS, Peer
-from executor_svc.policy import policy_errors, step_argv
-from executor_svc.records import PlanRecord, Provenance, StatusRecord
-from executor_svc.store import PlanStore
-from executor_svc.verification import history_errors, pending, record_report
+from plans import (
+    PlanRecord,
+    PlanStore,
+    Provenance,
+    StatusRecord,
+    TamperedPlan,
+    history_errors,
+    pending,
+    policy_errors,
+    record_report,
+    step_argv,
+)
+from shared_io.errors import OpsbotError, StoreError
 from shared_schema import (
     Accept,
     ExecutorPolicy,
@@ -164,7 +172,7 @@ class ExecutorService:
         status = self.store.status(plan_id, record)
         try:
             plan: Plan | None = self.store.verified_plan(record)
-        except StoreError:
+        except TamperedPlan:
             plan = None
         return record, status, plan
 
@@ -173,16 +181,14 @@ class ExecutorService:
         for plan_id in self.store.ids():
             try:
                 summaries.append(summary(*self._read(plan_id)))
-            except ExecutorError as exc:
+            except OpsbotError as exc:
                 log.warning("plan.unreadable", plan_id=plan_id, error=exc.message)
         return PlanList(plans=summaries)
 
     def show(self, plan_id: str) -> PlanDetail | Reject:
         try:
             record, status, plan = self._read(plan_id)
-        except PlanNotFound as exc:
-            return Reject(reason=exc.message)
-        except ExecutorError as exc:
+        except OpsbotError as exc:
             return Reject(reason=exc.message)
         if plan is None:
             return Reject(reason=f"plan {plan_id} was modified after it was stored; not shown")

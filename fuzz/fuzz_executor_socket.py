@@ -68,9 +68,8 @@ def _import_target() -> None:
     global exchange, Hang
     from executor_svc.daemon import Server
     from executor_svc.peer import Roles
-    from executor_svc.policy import policy_errors
     from executor_svc.service import ExecutorService
-    from executor_svc.store import PlanStore, utcnow
+    from plans import PlanStore, policy_errors, utcnow
     from shared_schema import MAX_MESSAGE_BYTES, SubmitPlan, encode_message, parse_reply
     from testbed.inproc import POLICY, Hang, exchange
     from testbed.wire_attacks import SEEDS, VALID_PLAN

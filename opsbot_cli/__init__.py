@@ -9,7 +9,7 @@
     clients       the console's side of both sockets
     output        how things are printed: text for people, --json for scripts
 
-The console decides nothing: whether a plan may run is executor_svc.gate's; what a
+The console decides nothing: whether a plan may run is plans.gate's; what a
 diagnosis concludes is the diagnosis service's. Hidden from the diagnose unit, like the
 executor.
 """

@@ -33,9 +33,7 @@ from typing import Any
 
 import structlog
 
-from executor_svc.apply_service import APPLY_UNIT, apply_plans, outcome_json
 from opsbot_cli.errors import ConsoleError
-from opsbot_cli.journal_witness import executor_uids
 from opsbot_cli.output import (
     command,
     cut,
@@ -47,6 +45,7 @@ from opsbot_cli.output import (
     printable,
     require_root,
 )
+from plans import APPLY_UNIT, executor_uids, outcome_json, preview_plans
 from shared_io.exit_codes import ERROR, FAILED, OK, REFUSED, WAITING, at_timeout, for_state, worst
 from shared_io.paths import Paths
 from shared_io.run import RunResult, run
@@ -59,7 +58,6 @@ START_TIMEOUT = 31 * 60.0
 VERIFY_MARGIN = 120.0
 #: A step's outcome in the journal, as the per-step line says it (like ansible-playbook).
 STEP_WORD = {"ok": "changed", "failed": "failed", "timeout": "failed"}
-EXECUTOR_USER = "opsbot-executor"
 LOOK = f"journalctl -u {APPLY_UNIT} -n 30"
 
 log = structlog.get_logger("opsbot.console.apply")
@@ -82,9 +80,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def run_command(args: argparse.Namespace, paths: Paths) -> int:
     if args.dry_run:
-        outcomes = [
-            outcome_json(o) for o in apply_plans(paths, actor=operator_name(), dry_run=True)
-        ]
+        outcomes = [outcome_json(o) for o in preview_plans(paths)]
         if args.json:
             json_out(outcomes)
         else:
@@ -147,8 +143,8 @@ def _finish(outcomes: list[dict[str, Any]], paths: Paths, as_json: bool, verbose
 def _await_verification(applied: list[dict[str, Any]], paths: Paths, *, quiet: bool) -> None:
     """Wait for opsbot-verify's verdict on each plan whose steps all ran; update its
     outcome with the state it reached."""
-    from executor_svc.store import PlanStore
     from opsbot_cli.follow import follow, say_change
+    from plans import PlanStore
     from shared_io.config import load_config
 
     settle = load_config(paths.config).executor.settle_seconds

@@ -10,7 +10,7 @@ with it, between ``opsbot show`` and ``opsbot approve``. So approve binds:
 - without a terminal and without ``--sha256``: nothing (one line saying to pass it);
 
 and in every case only if opsbot-executor.service's own ``plan.accepted`` journal entry
-for the id names the same sha256 (opsbot_cli/journal_witness.py, executor_svc/gate.py).
+for the id names the same sha256 (plans/witness.py, plans/gate.py).
 
 Then it says what will apply the plan, as systemd has it now: opsbot-apply.path (active:
 an apply starts at once), else opsbot-apply.timer (its next run), else nothing. Where
@@ -32,13 +32,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
-from executor_svc.gate import Reviewed, approve, is_sha256_prefix, review
-from executor_svc.policy import step_argv
-from executor_svc.records import StatusRecord
-from executor_svc.store import PlanStore, utcnow
-from executor_svc.unit_state import UnitStateError, show_properties
-from executor_svc.windows import WindowState, approval_expiry, state_text, window_state
-from opsbot_cli import journal_witness
 from opsbot_cli.errors import ConsoleError, UsageError
 from opsbot_cli.follow import follow, say_change
 from opsbot_cli.output import (
@@ -52,15 +45,33 @@ from opsbot_cli.output import (
     require_root,
     when,
 )
+from plans import (
+    LiveStates,
+    PlanStore,
+    Reviewed,
+    StatusRecord,
+    WindowState,
+    apply_running,
+    approval_expiry,
+    approve,
+    is_sha256_prefix,
+    precondition_checks,
+    review,
+    start_apply,
+    state_text,
+    step_argv,
+    utcnow,
+    watched,
+    window_apply,
+    window_state,
+    witness,
+)
 from shared_io.config import load_config
 from shared_io.exit_codes import OK, REFUSED, at_timeout, for_state
-from shared_io.paths import DEFAULTS, Paths
-from shared_io.run import run as run_program
+from shared_io.paths import Paths
+from shared_io.unit_show import read_unit_state
 from shared_schema.timespan import parse_timespan
 
-APPLY_UNIT = "opsbot-apply.service"
-APPLY_PATH = "opsbot-apply.path"
-APPLY_TIMER = "opsbot-apply.timer"
 #: ``--wait`` gives up after this long unless ``--timeout`` says otherwise.
 WAIT_DEFAULT = "15min"
 
@@ -151,7 +162,7 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
     expires = approval_expiry(windows, utcnow(), ttl, override=args.now)
     window = window_state(windows, utcnow()) if windows and not args.now else None
     store = PlanStore(paths.state_dir)
-    accepted = journal_witness.accepted(plan_id)
+    accepted = witness.accepted(plan_id)
     if prefix is None:
         reviewed = review(store, paths.approvals_dir, plan_id, accepted)
         stream = sys.stderr if args.json else sys.stdout
@@ -160,7 +171,7 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
             raise ConsoleError(f"plan {plan_id} was not approved: the answer was not yes")
         prefix = reviewed.record.sha256
     # Before the approval exists: a run going on now may never see it.
-    busy = _watched(paths) and apply_running()
+    busy = watched(paths) and apply_running()
     done = approve(
         store,
         paths.approvals_dir,
@@ -178,7 +189,7 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         if args.now and windows:
             next_apply = f"overrides its apply window (--now): {next_apply}"
     else:
-        next_apply, applies = window_apply(paths, done.window)
+        next_apply, applies = window_apply(paths, done.window, utcnow())
     said = {
         "approval": done.approval.model_dump(mode="json"),
         "next_apply": next_apply,
@@ -249,89 +260,8 @@ def wait_timeout(value: str) -> float:
     return seconds
 
 
-def _watched(paths: Paths) -> bool:
-    """Whether opsbot-apply's units read the approvals directory of ``paths``."""
-    return paths.approvals_dir == Path(DEFAULTS["OPSBOT_APPROVALS_DIR"])
-
-
-def apply_running() -> bool:
-    """Whether opsbot-apply.service is running now (a oneshot: activating)."""
-    return _show(APPLY_UNIT, "ActiveState").get("ActiveState") in ("activating", "active")
-
-
-def start_apply(paths: Paths, busy: bool = False) -> tuple[str, bool]:
-    """Ask systemd for an apply now where opsbot-apply.path is active; say what will apply
-    the plan, from what systemd says now, and whether anything will.
-
-    opsbot-apply.path starts one when the approval appears, but a path unit does not watch
-    while the service it started runs (and root moves used approvals away as it stops):
-    an approval written then would wait for the timer. So, where the path unit is active
-    (applies on approval are wanted) and for the approvals directory the unit reads, ask
-    systemd directly; where a run was going on before the approval (``busy``), say
-    that the timer will take it.
-    """
-    if not _watched(paths):
-        return (
-            f"nothing applies it on its own: opsbot-apply's units read "
-            f"{DEFAULTS['OPSBOT_APPROVALS_DIR']}, not {paths.approvals_dir}",
-            False,
-        )
-    timer = _show(APPLY_TIMER, "ActiveState", "NextElapseUSecRealtime")
-    timer_on = timer.get("ActiveState") == "active"
-    if _active(APPLY_PATH):
-        if busy:
-            # A run that began before the approval was written may have read the plans
-            # already, and a start now would merge into it: the timer's next run (a
-            # minute after this one ends) takes it.
-            after = f"; {APPLY_TIMER} takes it a minute after that run" if timer_on else ""
-            return f"an apply is running now{after}", timer_on
-        started = run_program(["systemctl", "start", "--no-block", APPLY_UNIT], timeout=10)
-        if started.ok:
-            return f"{APPLY_UNIT} starts now ({APPLY_PATH} is active)", True
-    if timer_on:
-        at = timer.get("NextElapseUSecRealtime", "")
-        when_ = f"at {printable(at)}" if at and at != "n/a" else "a minute after its last run"
-        return f"{APPLY_TIMER} applies it {when_} ({APPLY_PATH} is not active)", True
-    return (
-        f"nothing applies it on its own: {APPLY_PATH} and {APPLY_TIMER} are inactive; run "
-        f"`opsbot apply` (root), or `systemctl enable --now {APPLY_PATH} {APPLY_TIMER}`",
-        False,
-    )
-
-
-def window_apply(paths: Paths, window: WindowState) -> tuple[str, bool]:
-    """What applies a plan that waits for its apply window, from what systemd says now:
-    opsbot-apply.timer (it runs every minute, so in the window too), else nothing."""
-    span = state_text(window, utcnow())
-    if not _watched(paths):
-        return (
-            f"nothing applies it {span}: opsbot-apply's units read "
-            f"{DEFAULTS['OPSBOT_APPROVALS_DIR']}, not {paths.approvals_dir}",
-            False,
-        )
-    if _show(APPLY_TIMER, "ActiveState").get("ActiveState") == "active":
-        return f"applies {span}: {APPLY_TIMER} runs it then, checking its preconditions", True
-    return (
-        f"nothing applies it {span}: {APPLY_TIMER} is inactive; `systemctl enable --now "
-        f"{APPLY_TIMER}`, or run `opsbot apply` (root) in the window",
-        False,
-    )
-
-
 def _iso(at: datetime | None) -> str | None:
     return at.isoformat() if at else None
-
-
-def _active(unit: str) -> bool:
-    return run_program(["systemctl", "is-active", "--quiet", unit], timeout=10).ok
-
-
-def _show(unit: str, *properties: str) -> dict[str, str]:
-    """What systemd says of ``unit`` (nothing, where it cannot say: then no promise)."""
-    try:
-        return show_properties(unit, properties, timeout=10)
-    except UnitStateError:
-        return {}
 
 
 def confirmed(
@@ -345,6 +275,7 @@ def confirmed(
     """Show the plan as root reads it now and ask; True only for "y" or "yes". ``window``:
     the apply window it would wait for (closed now), and ``until`` the approval's end."""
     record, plan = reviewed.record, reviewed.plan
+    live = LiveStates(read_unit_state)
 
     def say(text: str) -> None:
         print(text, file=stream)
@@ -358,6 +289,11 @@ def confirmed(
         say(f"  {index}. {shlex.join(argv)}")
         if step.expect is not None:
             say(f"     expect {step.expect.model_dump_json(exclude_none=True)}")
+            state = live.get(step.args.unit)
+            if isinstance(state, str):
+                say(f"     live state unknown: {printable(state)}")
+            for check in [] if isinstance(state, str) else precondition_checks(step.expect, state):
+                say(f"     now    {printable(check.line())}")
         if step.reason:
             say(f"     why    {printable(step.reason)}")
     holds = f"for {ttl} s"

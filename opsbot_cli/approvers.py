@@ -125,7 +125,7 @@ def run_add(args: argparse.Namespace, paths: Paths) -> int:
         )
     import pyotp
 
-    from executor_svc.store import write_atomic
+    from shared_io.files import write_atomic
 
     secret = pyotp.random_base32()
     try:

@@ -4,7 +4,7 @@ directory the apply reads, into ``/var/lib/opsbot-approvals/used/`` (root's, 070
 opsbot-archive.service runs it, started by opsbot-archive.path whenever the executor's
 consumed markers (``/var/lib/opsbot/consumed``) change, and by opsbot-archive.timer to
 catch up. An approval counts as used when its consumed marker exists or when the apply
-logged ``approval.consumed`` for it (opsbot_cli/journal_witness.py): the executor's uid
+logged ``approval.consumed`` for it (plans/witness.py): the executor's uid
 may delete the marker, not the journal entry. Once moved, a replay needs root: the
 executor's uid can rewrite its status and markers, never bring the file back.
 """
@@ -15,10 +15,8 @@ import argparse
 
 import structlog
 
-from executor_svc.approvals import archive_used, used_dir
-from executor_svc.store import PlanStore
-from opsbot_cli import journal_witness
 from opsbot_cli.output import command, json_out, out, require_root
+from plans import PlanStore, archive_used, used_dir, witness
 from shared_io.paths import Paths
 
 log = structlog.get_logger("opsbot.archive")
@@ -37,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def run(args: argparse.Namespace, paths: Paths) -> int:
     require_root("archive-approvals")
     store = PlanStore(paths.state_dir)
-    uids = journal_witness.executor_uids()
+    uids = witness.executor_uids()
     synced = False
 
     def is_used(plan_id: str) -> bool:
@@ -45,9 +43,9 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         if store.is_consumed(plan_id):
             return True
         if not synced:  # an apply that just logged it: make sure journald wrote it
-            journal_witness.sync_journal()
+            witness.sync_journal()
             synced = True
-        return journal_witness.consumed(plan_id, uids=uids)
+        return witness.consumed(plan_id, uids=uids)
 
     moved = archive_used(paths.approvals_dir, is_used)
     for plan_id in moved:

@@ -10,10 +10,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from executor_svc.errors import CalendarError
-from executor_svc.polkit import RULE_PATH, allowed_verbs, privilege_mode, render_rule
-from executor_svc.windows import at_text, check_calendar, span_text, window_state
 from opsbot_cli.output import command, json_out, out
+from plans import (
+    RULE_PATH,
+    CalendarError,
+    allowed_verbs,
+    at_text,
+    check_calendar,
+    privilege_mode,
+    render_rule,
+    span_text,
+    window_state,
+)
 from shared_io.config import load_config
 from shared_io.errors import ConfigError
 from shared_io.paths import Paths

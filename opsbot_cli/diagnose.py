@@ -14,10 +14,10 @@ import argparse
 import shlex
 from typing import Any
 
-from executor_svc.policy import step_argv
 from opsbot_cli.clients import diagnose_stream
 from opsbot_cli.errors import ConsoleError
 from opsbot_cli.output import command, fit, json_out, one_line, out, printable, unit_arg
+from plans import step_argv
 from shared_io.exit_codes import ERROR, HUMAN, OK, REFUSED, WAITING
 from shared_io.paths import Paths
 from shared_schema.diagnose_socket import (

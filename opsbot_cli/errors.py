@@ -4,7 +4,7 @@
     └── ConsoleError               the console could not do what was asked (exit 1)
         └── UsageError             bad arguments, or the wrong user for the command (exit 2)
 
-Errors of the executor (executor_svc.errors) and of the sockets (shared_io.errors) reach
+Errors of the executor (plans.errors) and of the sockets (shared_io.errors) reach
 the same handler in main.py with their own statuses. What comes from outside that tree
 (``PermissionError`` and other ``OSError`` on the files a command reads, an unexpected
 exception) is translated there, at the boundary, by :func:`from_os_error` and

@@ -15,10 +15,10 @@ import argparse
 import os
 from pathlib import Path
 
-from executor_svc.store import write_atomic
 from opsbot_cli.errors import ConsoleError
 from opsbot_cli.output import command, json_out, out, require_root
 from shared_io.config import load_config
+from shared_io.files import write_atomic
 from shared_io.paths import Paths
 from shared_io.run import run as run_program
 from shared_schema import OpsbotConfig

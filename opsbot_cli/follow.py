@@ -11,10 +11,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from executor_svc.errors import ExecutorError
-from executor_svc.records import StatusRecord
-from executor_svc.store import PlanStore
 from opsbot_cli.output import fit, one_line, out, when
+from plans import PlanStore, StatusRecord
+from shared_io.errors import OpsbotError
 from shared_io.exit_codes import for_state
 
 #: How often the store is read while waiting.
@@ -78,5 +77,5 @@ def follow(
         sleep(POLL_SECONDS)
         try:
             status = store.status(plan_id)
-        except ExecutorError:  # mid-rename on a slow disk: read again next time
+        except OpsbotError:  # mid-rename on a slow disk: read again next time
             continue

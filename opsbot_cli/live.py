@@ -1,6 +1,6 @@
 """The live state of a plan's units, for ``opsbot show``: read as the apply reads it
-(executor_svc.unit_state.read_unit_state: ``systemctl show``, which any user may run) and
-said in the apply's words (precondition_checks).
+(shared_io.unit_show.read_unit_state: ``systemctl show``, which any user may run) and
+said in the apply's words (plans.precondition_checks).
 
 opsbot_cli/show.py imports this module only for a plan that may still run, after the
 executor answered. Reading runs systemctl through shared_io.run, which logs only where
@@ -9,13 +9,9 @@ structlog is loaded: ``show`` does not load it, so nothing is logged and nothing
 
 from __future__ import annotations
 
-from executor_svc.unit_state import (
-    Check,
-    UnitState,
-    UnitStateError,
-    precondition_checks,
-    read_unit_state,
-)
+from plans import Check, precondition_checks
+from shared_io.errors import UnitStateError
+from shared_io.unit_show import UnitState, read_unit_state
 
 __all__ = ["Check", "UnitState", "precondition_checks", "read"]
 

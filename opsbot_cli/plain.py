@@ -397,7 +397,7 @@ def canonical_plan(plan: Mapping[str, Any]) -> bytes:
 
 
 def step_argv(plan: Mapping[str, Any]) -> list[list[str]]:
-    """Each step as the argv executor_svc.tools builds for it (``policy.step_argv``)."""
+    """Each step as the argv plans.tools builds for it (``policy.step_argv``)."""
     return [
         ["systemctl", WRITE_TOOL_VERBS[s["tool"]], "--no-ask-password", "--", s["args"]["unit"]]
         for s in plan["steps"]

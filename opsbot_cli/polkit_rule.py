@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from executor_svc.polkit import RULE_PATH, render_rule, write_rule
 from opsbot_cli.errors import ConsoleError
 from opsbot_cli.output import command, json_out, out, require_root
+from plans import RULE_PATH, render_rule, write_rule
 from shared_io.config import load_config
 from shared_io.paths import Paths
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from executor_svc.gate import reject
-from executor_svc.store import PlanStore, utcnow
 from opsbot_cli.output import command, json_out, operator_name, out, plan_id_arg, require_root
+from plans import PlanStore, reject, utcnow
 from shared_io.paths import Paths
 
 

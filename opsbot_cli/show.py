@@ -23,7 +23,7 @@ from opsbot_cli.screen import printable, when
 from shared_io.paths import Paths
 
 if TYPE_CHECKING:
-    from executor_svc.unit_state import UnitState
+    from shared_io.unit_show import UnitState
     from shared_schema import PlanDetail
 
 SUMMARY = "show one plan: goal, steps as argv, history"

@@ -32,10 +32,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-OPSBOT_USERS = ("opsbot-executor", "opsbot-diagnose")
-#: The unit whose ``plan.accepted`` entries say a host holds a plan (journal_witness.py
-#: names it too; not imported from there, which would load the executor's models).
-EXECUTOR_UNIT = "opsbot-executor.service"
+from plans import EXECUTOR_UNIT, EXECUTOR_USER
+
+OPSBOT_USERS = (EXECUTOR_USER, "opsbot-diagnose")
 #: Where systemd-journal-remote writes by default.
 REMOTE_DIR = Path("/var/log/journal/remote")
 #: Which host each source named by its address is (lines "ADDRESS HOST", # comments).

@@ -1,11 +1,11 @@
 """``opsbot watch UNIT`` / ``opsbot unwatch UNIT`` (root): diagnose a unit automatically
-whenever it fails (an OnFailure= drop-in that executor_svc.watch writes), or stop that."""
+whenever it fails (an OnFailure= drop-in that opsbot_cli.onfailure writes), or stop that."""
 
 from __future__ import annotations
 
 import argparse
 
-from executor_svc.watch import unwatch, watch, watcher
+from opsbot_cli.onfailure import unwatch, watch, watcher
 from opsbot_cli.output import command, json_out, out, require_root, unit_arg
 from shared_io.paths import Paths
 

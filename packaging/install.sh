@@ -76,12 +76,14 @@ if [ "$without_polkit" = 1 ]; then
     install -m 0644 "$src/units/without-polkit/tmpfiles.conf" /etc/tmpfiles.d/opsbot.conf
     [ -d /var/lib/opsbot ] && chown -R root:root /var/lib/opsbot
 fi
-# Diagnosis must not reach the executor's code or the console's: hide them from its units
-# at the OS level, at the paths this venv really has (no python3.X in the unit files).
-step "hiding the executor and the console from the diagnose units"
+# Diagnosis must not reach the code that changes the host, a stored plan, root's approver,
+# the console or the relays: hide every package but its own, the schema and shared_io
+# from its units at the OS level, at the paths this venv really has (no python3.X in the
+# unit files).
+step "hiding the executor, plans, the approver, the console and the relays from diagnosis"
 hidden=$("$venv/bin/python" -I - <<'PY'
 import importlib.util, os, sys
-for name in ("executor_svc", "opsbot_cli", "approver_svc"):
+for name in ("plans", "executor_svc", "approver_svc", "opsbot_cli", "notify_svc", "web_svc"):
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
         sys.exit(f"install.sh: {name} is not installed in this venv")

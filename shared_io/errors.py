@@ -3,6 +3,8 @@
     OpsbotError                 .message, .hint, .exit_status
     ├── ConfigError             opsbot.toml cannot be read or is invalid (exit 78, EX_CONFIG)
     ├── CommandFailed           a program could not start, timed out or exited non-zero
+    │   └── UnitStateError      systemd could not say a unit's state (systemctl show)
+    ├── StoreError              a file opsbot keeps cannot be read or written (exit 74)
     └── SocketUnavailable       a Unix socket is missing, refuses, times out or hangs up
         └── PeerProtocolError   the other end answered, but not with a message we can read
 
@@ -43,6 +45,18 @@ class CommandFailed(OpsbotError):
     """A program could not be started, timed out, or exited with a non-zero status."""
 
     exit_status = 70  # EX_SOFTWARE
+
+
+class StoreError(OpsbotError):
+    """A file opsbot keeps (a plan, a status, an approval, the approver's state) cannot be
+    read or written: the message names it and says why."""
+
+    exit_status = 74  # EX_IOERR
+
+
+class UnitStateError(CommandFailed):
+    """systemd could not say what a unit's state is (``systemctl show`` failed, or
+    printed what opsbot cannot read): the state is unknown, never a state."""
 
 
 class SocketUnavailable(OpsbotError):

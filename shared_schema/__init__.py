@@ -58,7 +58,16 @@ from shared_schema.messages import (
     decode_json_object,
     encode_message,
 )
-from shared_schema.plan import STEP_MODELS, Expect, Plan, Step, StepModel, fingerprint, parse_plan
+from shared_schema.plan import (
+    STEP_MODELS,
+    Expect,
+    Plan,
+    Step,
+    StepModel,
+    UnitArgs,
+    fingerprint,
+    parse_plan,
+)
 from shared_schema.states import PlanState
 from shared_schema.units import (
     BUILTIN_DENYLIST,
@@ -73,7 +82,6 @@ from shared_schema.write_tools import (
     WRITE_TOOL_TABLE,
     WRITE_TOOLS,
     WRITE_TOOLS_BY_NAME,
-    UnitArgs,
     WriteTool,
 )
 

@@ -12,10 +12,11 @@ from shared_schema._model import Model
 from shared_schema.canonical import canonical_json, sha256_hex
 from shared_schema.errors import FieldError, field_errors
 from shared_schema.text import Goal, Reason
-from shared_schema.write_tools import WRITE_TOOL_TABLE, WRITE_TOOLS, UnitArgs, WriteTool
+from shared_schema.units import UnitName
+from shared_schema.write_tools import WRITE_TOOL_TABLE, WRITE_TOOLS, WriteTool
 
 MAX_STEPS = 8
-#: How the executor's refusals on history begin (executor_svc.verification): a policy
+#: How the executor's refusals on history begin (plans.verification): a policy
 #: that reads them knows restarts are not fixing the unit.
 RESTART_BUDGET = "restart budget spent"
 TRIED_BEFORE = "tried before"
@@ -29,6 +30,13 @@ ActiveState = Literal[
     "deactivating",
     "maintenance",
 ]
+
+
+class UnitArgs(Model):
+    """Arguments of every write tool: the one unit it acts on (polkit authorises per unit
+    and verb)."""
+
+    unit: UnitName
 
 
 class Expect(Model):
@@ -77,7 +85,7 @@ def _step_model(tool: WriteTool) -> type[StepModel]:
         __doc__=f"{tool.name}: {tool.summary}.",
         __module__=__name__,
         tool=(name, ...),
-        args=(tool.args, ...),
+        args=(UnitArgs, ...),
     )
 
 

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from executor_svc.policy import step_argv
+from plans import step_argv
 from shared_schema import (
     Plan,
     PlanDetail,

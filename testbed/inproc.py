@@ -28,9 +28,8 @@ from diagnose_svc.runtime import run_diagnosis
 from diagnose_svc.server import DiagnoseServer
 from executor_svc.daemon import Server
 from executor_svc.peer import Roles
-from executor_svc.policy import policy_errors
 from executor_svc.service import ExecutorService
-from executor_svc.store import PlanStore, utcnow
+from plans import PlanStore, policy_errors, utcnow
 from shared_io.framing import LineReader
 from shared_schema import (
     MAX_REPLY_BYTES,

@@ -1,6 +1,6 @@
 """Policies: what proposes the next action of a diagnosis run.
 
-``RunbookPolicy`` (runbook.py) is the embedded, deterministic, offline default;
+``RunbookPolicy`` (runbook/) is the embedded, deterministic, offline default;
 ``OpenAICompatPolicy`` (openai_compat.py) asks an OpenAI-compatible model when
 ``[diagnose.model] kind = "openai"``. Both implement ``diagnose_svc.actions.Policy``.
 A hosted model's policy is made of the provider-neutral prompt (prompt.py), its

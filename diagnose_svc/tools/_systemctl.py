@@ -1,110 +1,40 @@
-"""Reading ``systemctl show`` output: KEY=VALUE lines, one block per unit."""
+"""The read tools' view of ``systemctl show``: shared_io.unit_show's one reader, within
+the diagnosis's own bounds, and the Exec*= properties only diagnosis reads."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from diagnose_svc.limits import COMMAND_PARSE_LIMIT, COMMAND_TIMEOUT_SECONDS
-from shared_io.errors import CommandFailed
-from shared_io.run import run
-
-_TIMESTAMP = re.compile(
-    r"(?:[A-Z][a-z]{2} )?(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2})(\.\d{1,6})? UTC"
+from shared_io.unit_show import (
+    UnitProperties,
+    parse_int,
+    parse_show,
+    parse_timespan,
+    parse_timestamp,
 )
+from shared_io.unit_show import show as show_units
+
+__all__ = [
+    "ExecCommand",
+    "UnitProperties",
+    "parse_exec",
+    "parse_int",
+    "parse_show",
+    "parse_timespan",
+    "parse_timestamp",
+    "show",
+]
 
 
-def show(units: Sequence[str], properties: Sequence[str]) -> list[dict[str, str]]:
-    """``systemctl show`` of ``properties`` for each of ``units``, one dict per unit, in order.
-
-    Timestamps are asked for in UTC with microseconds (``--timestamp=us+utc``).
-    """
-    argv = [
-        "systemctl",
-        "show",
-        "--no-pager",
-        "--timestamp=us+utc",
-        "--property=" + ",".join(properties),
-        "--",
-        *units,
-    ]
-    result = run(argv, timeout=COMMAND_TIMEOUT_SECONDS, output_limit=COMMAND_PARSE_LIMIT).check()
-    if result.truncated:
-        raise CommandFailed(f"systemctl show printed more than {COMMAND_PARSE_LIMIT} characters")
-    blocks = parse_show(result.stdout)
-    if len(blocks) != len(units):
-        raise CommandFailed(
-            f"systemctl show returned {len(blocks)} blocks for {len(units)} units",
-            hint="this systemd's output is not what opsbot expects",
-        )
-    return blocks
-
-
-def parse_show(text: str) -> list[dict[str, str]]:
-    """Split ``systemctl show`` output into one {property: value} dict per unit."""
-    blocks: list[dict[str, str]] = []
-    current: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            if current:
-                blocks.append(current)
-                current = {}
-            continue
-        key, sep, value = line.partition("=")
-        if sep:
-            current[key] = value
-    if current:
-        blocks.append(current)
-    return blocks
-
-
-def parse_timestamp(value: str) -> datetime | None:
-    """A ``--timestamp=us+utc`` (or plain ``utc``) value as an aware datetime; None if unset."""
-    match = _TIMESTAMP.fullmatch(value.strip())
-    if match is None:
-        return None
-    day, clock, fraction = match.groups()
-    micro = int((fraction or ".0")[1:].ljust(6, "0"))
-    return datetime.fromisoformat(f"{day}T{clock}").replace(microsecond=micro, tzinfo=UTC)
-
-
-_SPAN = re.compile(r"(\d+(?:\.\d+)?)(us|ms|s|min|h|d|w|month|y)")
-_SPAN_SECONDS = {
-    "us": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "min": 60.0,
-    "h": 3600.0,
-    "d": 86400.0,
-    "w": 604800.0,
-    "month": 2629800.0,
-    "y": 31557600.0,
-}
-
-
-def parse_timespan(value: str) -> float | None:
-    """A timespan as ``systemctl show`` prints it ("2h 51min 25.545956s") in seconds;
-    None when unset or not a timespan."""
-    words = value.split()
-    if not words:
-        return None
-    total = 0.0
-    for word in words:
-        match = _SPAN.fullmatch(word)
-        if match is None:
-            return None
-        total += float(match.group(1)) * _SPAN_SECONDS[match.group(2)]
-    return total
-
-
-def parse_int(value: str) -> int:
-    """An integer property; systemd prints '' or '[not set]' for none, read as 0."""
-    try:
-        return int(value)
-    except ValueError:
-        return 0
+def show(units: Sequence[str], properties: Sequence[str]) -> list[UnitProperties]:
+    """``systemctl show`` of ``properties`` for each of ``units``, one block per unit, in
+    order, within the read tools' time and output bounds (UnitStateError otherwise)."""
+    return show_units(
+        units, properties, timeout=COMMAND_TIMEOUT_SECONDS, output_limit=COMMAND_PARSE_LIMIT
+    )
 
 
 _EXEC = re.compile(

@@ -9,6 +9,7 @@ free inodes, from statvfs(2).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from diagnose_svc._model import Model
 from diagnose_svc.tools._registry import ToolContext, ToolOutput, UnitToolArgs, read_tool
@@ -75,7 +76,7 @@ class DiskUsage(ToolOutput):
         return f"{self.unit}: " + "; ".join(d.words() for d in self.directories)
 
 
-def directories(props: dict[str, str]) -> list[tuple[str, str]]:
+def directories(props: Mapping[str, str]) -> list[tuple[str, str]]:
     """(path, role) of every directory the unit says it writes to."""
     out: dict[str, str] = {}
     for key, root in ROOTS.items():

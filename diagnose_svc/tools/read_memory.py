@@ -8,6 +8,7 @@ some containers), the tool says so rather than guess.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from diagnose_svc.tools._registry import ToolContext, ToolOutput, UnitToolArgs, read_tool
@@ -71,7 +72,7 @@ def parse_events(text: str) -> dict[str, int]:
     return out
 
 
-def memory_state(props: dict[str, str], events: dict[str, int] | None) -> MemoryState:
+def memory_state(props: Mapping[str, str], events: dict[str, int] | None) -> MemoryState:
     current = props.get("MemoryCurrent", "")
     return MemoryState(
         unit=props.get("Id", ""),

@@ -8,6 +8,7 @@ and its service's Result.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
@@ -67,7 +68,7 @@ class TimerState(ToolOutput):
 
 
 def next_elapse(
-    props: dict[str, str], now: datetime | None = None, monotonic: float | None = None
+    props: Mapping[str, str], now: datetime | None = None, monotonic: float | None = None
 ) -> datetime | None:
     """When the timer fires next, in UTC: its calendar time (OnCalendar=), or its
     monotonic one (OnBootSec=, OnUnitActiveSec=, ...: a time since boot, on the clock

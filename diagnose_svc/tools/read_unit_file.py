@@ -15,6 +15,7 @@ import os
 import pwd
 import re
 import stat
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from diagnose_svc._model import Model
@@ -184,7 +185,7 @@ def _fact(
 _ENV_FILE = re.compile(r"(\S+) \(ignore_errors=(yes|no)\)")
 
 
-def named_paths(props: dict[str, str]) -> list[tuple[str, str, bool]]:
+def named_paths(props: Mapping[str, str]) -> list[tuple[str, str, bool]]:
     """(path, role, optional) for every absolute path the unit's commands and environment
     files name, in order, without repeats."""
     out: dict[str, tuple[str, bool]] = {}

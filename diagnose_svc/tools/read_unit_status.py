@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Literal
 
@@ -209,7 +210,7 @@ def _dependencies(relations: dict[str, Relation]) -> list[DependencyState]:
     return out
 
 
-def relations_of(props: dict[str, str]) -> dict[str, Relation]:
+def relations_of(props: Mapping[str, str]) -> dict[str, Relation]:
     """The units ``props`` depends on, each with its strongest relation: BindsTo=,
     Requires=, Wants=, then services it is only ordered After=."""
     relations: dict[str, Relation] = {}
@@ -223,7 +224,7 @@ def relations_of(props: dict[str, str]) -> dict[str, Relation]:
     return relations
 
 
-def failed_command(props: dict[str, str]) -> FailedCommand | None:
+def failed_command(props: Mapping[str, str]) -> FailedCommand | None:
     """The ExecStartPre= or ExecStart= command whose last run failed, if one did."""
     for phase in ("ExecStartPre", "ExecStart"):
         for command in parse_exec(props.get(phase, "")):
@@ -240,7 +241,7 @@ def failed_command(props: dict[str, str]) -> FailedCommand | None:
     return None
 
 
-def parse_unit_status(props: dict[str, str], unhealthy: list[DependencyState]) -> UnitStatus:
+def parse_unit_status(props: Mapping[str, str], unhealthy: list[DependencyState]) -> UnitStatus:
     """Build a UnitStatus from one ``systemctl show`` block (see PROPERTIES)."""
     requires = _units(props.get("Requires", ""))
     binds_to = _units(props.get("BindsTo", ""))

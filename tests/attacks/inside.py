@@ -108,9 +108,9 @@ STORE_AUDIT = """
 import json, os
 from pathlib import Path
 from shared_io.config import load_config
-from executor_svc.policy import policy_errors
-from executor_svc.store import PlanStore
-from executor_svc.tools import TOOLS
+from plans.policy import policy_errors
+from plans.store import PlanStore
+from plans.tools import TOOLS
 store = PlanStore(Path("/var/lib/opsbot"))
 policy = load_config(Path("/etc/opsbot/opsbot.toml")).executor
 bad, seen = [], 0

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from executor_svc.store import PlanStore
+from plans import PlanStore
 from shared_schema import ListPlans, Plan, encode_message, parse_reply, sha256_hex
 from testbed.container import BootedSystemd
 from testbed.host import submit

@@ -12,8 +12,8 @@ import threading
 import time
 from pathlib import Path
 
-from executor_svc.store import PlanStore
 from opsbot_cli.clients import request
+from plans import PlanStore
 from shared_io.framing import LineReader
 from shared_schema import MAX_REPLY_BYTES, ListPlans, PlanList, parse_reply
 from testbed.inproc import daemon_process, memory_kib, plan, report, submit_bytes

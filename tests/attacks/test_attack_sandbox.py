@@ -105,8 +105,8 @@ def test_the_executors_code_cannot_be_imported_or_read(opsbot: BootedSystemd) ->
     assert ok.stdout.strip() == "ok", ok.stderr
     for module in (
         "executor_svc.apply",
-        "executor_svc.tools",
-        "executor_svc.gate",
+        "plans.tools",
+        "plans.gate",
         "opsbot_cli.main",
         "opsbot_cli.approve",
     ):

@@ -25,10 +25,7 @@ import pyotp
 from approver_svc.daemon import Server
 from approver_svc.service import ApproverService
 from approver_svc.state import StateFile
-from executor_svc.gate import Accepted
-from executor_svc.records import PlanRecord
-from executor_svc.store import PlanStore
-from executor_svc.windows import Analyzer
+from plans import Accepted, Analyzer, PlanRecord, PlanStore
 from shared_io.framing import exchange
 from shared_schema import ExecutorPolicy, OpsbotConfig
 from shared_schema._model import Model

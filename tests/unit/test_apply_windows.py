@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from executor_svc.errors import CalendarError, NoApplyWindow
-from executor_svc.windows import (
+from plans import CalendarError, NoApplyWindow
+from plans.windows import (
     MAX_STARTS,
     WindowState,
     approval_expiry,

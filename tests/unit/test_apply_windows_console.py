@@ -16,11 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from executor_svc.approvals import approval_path
-from executor_svc.gate import Accepted, approve
-from executor_svc.store import PlanStore
 from opsbot_cli import plain, plans, show
 from opsbot_cli.main import main
+from plans import Accepted, PlanStore, approval_path, approve
 from shared_schema import Plan, PlanState, encode_message
 from shared_schema.config import ApplyWindow
 from shared_schema.executor_socket import WindowWait

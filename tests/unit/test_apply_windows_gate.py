@@ -16,17 +16,30 @@ import pytest
 from structlog.testing import capture_logs
 
 from executor_svc.apply import Applier
-from executor_svc.approvals import approval_path
-from executor_svc.errors import NoApplyWindow
-from executor_svc.gate import Accepted, Approved, approve, decide
-from executor_svc.records import PlanRecord
 from executor_svc.service import summary
-from executor_svc.store import PlanStore
+from plans import (
+    Accepted,
+    Approved,
+    NoApplyWindow,
+    PlanRecord,
+    PlanStore,
+    approval_path,
+    approve,
+    decide,
+)
 from shared_schema import Approval, ExecutorPolicy, PlanState, canonical_json
 from shared_schema.config import ApplyWindow
 from shared_schema.executor_socket import WindowWait
 from tests.unit.executor.conftest import _fresh_logging  # noqa: F401
-from tests.unit.executor.helpers import POLICY, Clock, Systemctl, plan_of, submitted, unit_in
+from tests.unit.executor.helpers import (
+    POLICY,
+    Clock,
+    Systemctl,
+    dry_run_of,
+    plan_of,
+    submitted,
+    unit_in,
+)
 
 APPROVED_AT = datetime(2026, 12, 1, 18, 0, tzinfo=UTC)
 OPENS = datetime(2026, 12, 2, 2, 0, tzinfo=UTC)
@@ -155,11 +168,11 @@ def test_decide_says_wait_outside_and_run_inside(
     def decision(now: datetime) -> str:
         status = store.status(record.plan_id)
         d = decide(store, record, status, approvals_dir=approvals_dir, policy=WINDOWED, now=now)
-        return f"{d.action}: {d.reason}"
+        return f"{type(d).__name__}: {getattr(d, 'reason', '')}"
 
-    assert decision(APPROVED_AT + timedelta(hours=1)).startswith(f"wait: {WAITS}")
-    assert decision(IN_WINDOW) == "run: "
-    assert decision(CLOSES - timedelta(seconds=1)) == "run: "
+    assert decision(APPROVED_AT + timedelta(hours=1)).startswith(f"AwaitWindow: {WAITS}")
+    assert decision(IN_WINDOW) == "Run: "
+    assert decision(CLOSES - timedelta(seconds=1)) == "Run: "
 
 
 def test_the_dry_run_says_it_waits_for_its_window(
@@ -174,7 +187,7 @@ def test_the_dry_run_says_it_waits_for_its_window(
     root_approves(store, approvals_dir, record)
     before = store.status(record.plan_id)
     clock.at = APPROVED_AT + timedelta(hours=2)
-    [outcome] = applier(store, approvals_dir, clock, systemctl).apply_all(dry_run=True)
+    [outcome] = dry_run_of(applier(store, approvals_dir, clock, systemctl))
     assert outcome.would == "wait"
     assert outcome.message.startswith(f"would not run now: {WAITS}")
     assert store.status(record.plan_id) == before

@@ -14,7 +14,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from approver_svc import tokens
-from executor_svc.store import PlanStore
+from plans import PlanStore
 from shared_schema import PlanState
 from shared_schema.approver_socket import Announce, Refused, Viewed
 from tests.unit.approver_bench import Bench, bench

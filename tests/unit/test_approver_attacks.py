@@ -16,8 +16,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from approver_svc import tokens
-from executor_svc.approvals import approval_path
-from executor_svc.store import PlanStore
+from plans import PlanStore, approval_path
 from shared_schema import PlanState
 from shared_schema.approver_socket import Announce, Decide, Decided, Refused, View
 from tests.unit.approver_bench import Bench, bench

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from diagnose_svc.executor_client import ExecutorClient
 from executor_svc.peer import Peer, Role
 from executor_svc.service import ExecutorService
-from executor_svc.store import PlanStore
+from plans import PlanStore
 from shared_schema import Accept, SubmitPlan, encode_message
 from shared_schema.approver_socket import Viewed
 from tests.unit.approver_bench import Bench, bench

@@ -17,11 +17,10 @@ from pathlib import Path
 
 import pytest
 
+import plans
 from approver_svc.service import ApproverService
 from approver_svc.state import StateFile
-from executor_svc import gate
-from executor_svc.approvals import approval_path
-from executor_svc.store import PlanStore
+from plans import PlanStore, approval_path
 from shared_io.framing import exchange
 from shared_schema import PlanState
 from shared_schema.approver_socket import (
@@ -132,7 +131,7 @@ def test_a_reject_link_with_a_code_spent_already_rejects_nothing(b: Bench) -> No
 
 def root_approves(b: Bench, plan_id: str, *, now: bool = False) -> None:
     record = b.store.load(plan_id)
-    gate.approve(
+    plans.approve(
         b.store,
         b.approvals_dir,
         plan_id,
@@ -170,7 +169,7 @@ def test_a_plan_root_rejected_meanwhile_is_not_approved(b: Bench) -> None:
     a = b.submit()
     link = b.links(a.plan_id)[("alice", "approve")]
     assert isinstance(b.view(link.token), Viewed)
-    gate.reject(b.store, b.approvals_dir, a.plan_id, by="root", now=b.clock(), reason="no")
+    plans.reject(b.store, b.approvals_dir, a.plan_id, by="root", now=b.clock(), reason="no")
     reply = refused(b.decide(link.token, b.code()), "plan")
     assert "rejected" in reply.reason.lower()
     assert approval_of(b, a.plan_id) is None
@@ -229,7 +228,7 @@ def test_a_daemon_killed_while_writing_its_state_keeps_a_used_link_used(
         real_write(fd, bytes(data[: len(data) // 2]))
         raise Killed
 
-    monkeypatch.setattr("executor_svc.store.os.write", dies_halfway)
+    monkeypatch.setattr("shared_io.files.os.write", dies_halfway)
     b.clock.advance(30)
     with pytest.raises(Killed):
         b.service.decide(Decide(token=links_c[("bob", "approve")].token, code=b.code("bob")))

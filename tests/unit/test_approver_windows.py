@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from executor_svc.approvals import approval_path
-from executor_svc.store import PlanStore
+from plans import PlanStore, approval_path
 from shared_schema.approver_socket import Decided, Viewed
 from shared_schema.config import ApplyWindow
 from tests.unit.approver_bench import Bench, bench

@@ -6,6 +6,7 @@ Every .py file is parsed with ast (nothing is imported), and each checker is sho
 violating snippet first, so it cannot pass by seeing nothing."""
 
 import ast
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = (
     "shared_schema",
     "shared_io",
+    "plans",
     "executor_svc",
     "diagnose_svc",
     "opsbot_cli",
@@ -28,33 +30,26 @@ PACKAGES = (
 TOOLING = ("testbed", "bench", "demo", "fuzz")
 
 _RELAYS = ("web_svc", "notify_svc")
+#: The doors onto a stored plan's life: the executor's daemons, root's approver and the
+#: operator's console. Each imports plans, and none imports another.
+_DOORS = ("executor_svc", "approver_svc", "opsbot_cli")
 # package -> the top-level packages it must never import
 FORBIDDEN_IMPORTS = {
-    "shared_schema": {"executor_svc", "diagnose_svc", "shared_io", "opsbot_cli", "testbed"},
-    "shared_io": {"executor_svc", "diagnose_svc", "opsbot_cli", "testbed"},
-    "diagnose_svc": {"executor_svc", "opsbot_cli", "testbed", *_RELAYS, "approver_svc"},
-    "executor_svc": {"diagnose_svc", "opsbot_cli", "testbed", *_RELAYS, "approver_svc"},
-    "opsbot_cli": {"diagnose_svc", "testbed", *_RELAYS},
-    # Root's approver may use the executor's store and gate as `opsbot approve` does; the
-    # two units that relay (the page, the notifier) hold no authority: they reach the
-    # approver only over its socket, and neither imports the other.
-    "approver_svc": {"diagnose_svc", "testbed", *_RELAYS},
-    "notify_svc": {
-        "executor_svc",
-        "diagnose_svc",
-        "opsbot_cli",
-        "testbed",
-        "approver_svc",
-        "web_svc",
-    },
-    "web_svc": {
-        "executor_svc",
-        "diagnose_svc",
-        "opsbot_cli",
-        "testbed",
-        "approver_svc",
-        "notify_svc",
-    },
+    "shared_schema": {"shared_io", "plans", "diagnose_svc", *_DOORS, *_RELAYS, "testbed"},
+    "shared_io": {"plans", "diagnose_svc", *_DOORS, *_RELAYS, "testbed"},
+    # A stored plan's life: below every door, above shared_io; it imports no daemon and
+    # not the console.
+    "plans": {"diagnose_svc", *_DOORS, *_RELAYS, "testbed"},
+    # Diagnosis reaches nothing that changes the host, nor a stored plan, nor a door.
+    "diagnose_svc": {"plans", *_DOORS, *_RELAYS, "testbed"},
+    "executor_svc": {"diagnose_svc", "approver_svc", "opsbot_cli", *_RELAYS, "testbed"},
+    # Root's approver decides with plans, as the console does: it never uses the console.
+    "approver_svc": {"diagnose_svc", "executor_svc", "opsbot_cli", *_RELAYS, "testbed"},
+    "opsbot_cli": {"diagnose_svc", "executor_svc", "approver_svc", *_RELAYS, "testbed"},
+    # The two units that relay hold no authority: they reach the approver only over its
+    # socket, and neither imports the other.
+    "notify_svc": {"plans", "diagnose_svc", *_DOORS, "web_svc", "testbed"},
+    "web_svc": {"plans", "diagnose_svc", *_DOORS, "notify_svc", "testbed"},
     "testbed": {"tests"},
     "bench": {"tests"},
     "demo": {"tests"},
@@ -195,7 +190,7 @@ def io_uses(source: str, where: str) -> list[Finding]:
 
 
 def module_name(path: Path) -> str:
-    """``executor_svc.tools.restart_unit``; a package's ``__init__`` keeps that last part,
+    """``plans.tools.restart_unit``; a package's ``__init__`` keeps that last part,
     so that ``from . import x`` in it resolves to the package itself."""
     return ".".join(path.relative_to(ROOT).with_suffix("").parts)
 
@@ -207,10 +202,17 @@ def module_name(path: Path) -> str:
     ("module", "snippet"),
     [
         ("diagnose_svc.runtime", "import executor_svc"),
-        ("diagnose_svc.runtime", "import executor_svc.store as store"),
+        ("diagnose_svc.runtime", "import plans.store as store"),
         ("diagnose_svc.runtime", "import json, executor_svc.apply"),
-        ("diagnose_svc.runtime", "from executor_svc import store"),
-        ("diagnose_svc.runtime", "from executor_svc.store import PlanStore"),
+        ("diagnose_svc.runtime", "from plans import store"),
+        ("diagnose_svc.runtime", "from plans.store import PlanStore"),
+        ("diagnose_svc.runtime", "from plans import PlanStore"),
+        ("approver_svc.view", "from opsbot_cli.show import expect_words"),
+        ("approver_svc.service", "from executor_svc import gate"),
+        ("opsbot_cli.apply", "from executor_svc.apply_service import apply_plans"),
+        ("plans.gate", "from executor_svc.apply import Applier"),
+        ("plans.approvals", "from opsbot_cli.output import printable"),
+        ("web_svc.app", "from plans import PlanStore"),
         ("diagnose_svc.runtime", "import importlib\nimportlib.import_module('executor_svc.run')"),
         (
             "diagnose_svc.runtime",
@@ -218,12 +220,12 @@ def module_name(path: Path) -> str:
         ),
         ("diagnose_svc.runtime", "__import__('executor_svc.apply')"),
         ("diagnose_svc.runtime", "def later():\n    from executor_svc import apply"),
-        ("diagnose_svc.runtime", "if TYPE_CHECKING:\n    from executor_svc.records import X"),
+        ("diagnose_svc.runtime", "if TYPE_CHECKING:\n    from plans.records import X"),
         ("executor_svc.cli", "from diagnose_svc.runtime import run"),
-        ("shared_schema.plan", "from executor_svc.tools import TOOLS"),
+        ("shared_schema.plan", "from plans.tools import TOOLS"),
         ("shared_schema.plan", "import diagnose_svc"),
         ("shared_schema.plan", "from shared_io.run import run"),
-        ("shared_io.run", "from executor_svc.tools import TOOLS"),
+        ("shared_io.run", "from plans.tools import TOOLS"),
         ("shared_io.framing", "from diagnose_svc.policies import RunbookPolicy"),
         ("diagnose_svc.runtime.loop", "from opsbot_cli import main"),
         ("opsbot_cli.diagnose", "from diagnose_svc.runtime import run_diagnosis"),
@@ -244,7 +246,7 @@ def test_the_import_checker_flags_a_crossing(module: str, snippet: str) -> None:
         ("diagnose_svc.runtime", "import executor_svc_compat"),
         ("diagnose_svc.runtime", '"""Talks to executor_svc over its socket."""'),
         ("diagnose_svc.runtime", "from . import tools\nfrom .tools import _registry"),
-        ("executor_svc.tools.restart_unit", "from executor_svc.tools import write_tool"),
+        ("plans.tools.restart_unit", "from plans.tools import write_tool"),
         ("diagnose_svc.runtime", "importlib.import_module(name)"),
     ],
 )
@@ -255,12 +257,12 @@ def test_the_import_checker_leaves_allowed_imports_alone(module: str, snippet: s
 
 
 def test_relative_imports_are_resolved_against_the_importing_module() -> None:
-    """``from ..x import y`` in executor_svc.tools.restart_unit means executor_svc.x."""
+    """``from ..x import y`` in plans.tools.restart_unit means plans.x."""
     source = "from ..store import PlanStore"
-    names = [n for _, n in imported_modules(source, "executor_svc.tools.restart_unit")]
-    assert names == ["executor_svc.store", "executor_svc.store.PlanStore"]
-    in_init = [n for _, n in imported_modules("from . import a", "executor_svc.tools.__init__")]
-    assert in_init == ["executor_svc.tools", "executor_svc.tools.a"]
+    names = [n for _, n in imported_modules(source, "plans.tools.restart_unit")]
+    assert names == ["plans.store", "plans.store.PlanStore"]
+    in_init = [n for _, n in imported_modules("from . import a", "plans.tools.__init__")]
+    assert in_init == ["plans.tools", "plans.tools.a"]
 
 
 @pytest.mark.parametrize(
@@ -392,3 +394,149 @@ def test_only_shared_io_run_starts_programs() -> None:
         for finding in process_starts(path.read_text(), str(path.relative_to(ROOT)))
     ]
     assert not findings, "\n".join(map(str, findings))
+
+
+# -- no circles -----------------------------------------------------------------------------
+
+
+def _runtime_imports(source: str) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The import statements a module runs when it is imported: at its top level, and in
+    top-level ``if``/``try`` blocks, except ``if TYPE_CHECKING:`` (imports inside a
+    function run later, once every module is loaded)."""
+    stack: list[ast.stmt] = list(ast.parse(source).body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        elif isinstance(node, ast.If):
+            if _dotted(node.test) not in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+                stack.extend(node.body)
+            stack.extend(node.orelse)
+        elif isinstance(node, ast.Try):
+            stack.extend([*node.body, *node.orelse, *node.finalbody])
+            for handler in node.handlers:
+                stack.extend(handler.body)
+
+
+def import_graph(sources: dict[str, str]) -> dict[str, set[str]]:
+    """Module -> the modules of ``sources`` it imports when it is loaded (a package's
+    ``__init__`` is named for the package; importing ``a.b`` loads ``a`` first, which is
+    no edge for a module inside ``a``: its package is loading it)."""
+    known = set(sources)
+
+    def targets(name: str) -> Iterator[str]:
+        parts = name.split(".")
+        for end in range(1, len(parts) + 1):
+            prefix = ".".join(parts[:end])
+            if prefix in known:
+                yield prefix
+
+    graph: dict[str, set[str]] = {module: set() for module in sources}
+    for module, source in sources.items():
+        path = module.split(".")
+        for node in _runtime_imports(source):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                base = node.module or ""
+                if node.level:
+                    anchor = path[: len(path) - node.level + (1 if module in _PACKAGE_INITS else 0)]
+                    base = ".".join([*anchor, *([node.module] if node.module else [])])
+                names = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+            ancestors = {".".join(path[:end]) for end in range(1, len(path) + 1)}
+            for name in names:
+                graph[module].update(t for t in targets(name) if t not in ancestors)
+    return graph
+
+
+_PACKAGE_INITS: set[str] = set()
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected group of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    counter = 0
+
+    def visit(node: str) -> None:
+        nonlocal counter
+        index[node] = low[node] = counter
+        counter += 1
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _sources(packages: tuple[str, ...]) -> dict[str, str]:
+    sources: dict[str, str] = {}
+    for package in packages:
+        for path in python_files(package):
+            name = module_name(path)
+            if path.name == "__init__.py":
+                name = name.removesuffix(".__init__")
+                _PACKAGE_INITS.add(name)
+            sources[name] = path.read_text()
+    return sources
+
+
+def test_the_cycle_finder_finds_a_circle_of_imports() -> None:
+    """Two modules that import each other when loaded are one circle; an import inside a
+    function or under TYPE_CHECKING is not part of one, so the real check below cannot
+    pass by seeing nothing nor fail on what never runs at import."""
+    circle = {"a.x": "from a.y import f", "a.y": "import a.x", "a": ""}
+    assert cycles(import_graph(circle)) == [["a.x", "a.y"]]
+    deferred = {
+        "a.x": "from a.y import f",
+        "a.y": "def g():\n    import a.x\nif TYPE_CHECKING:\n    from a.x import T",
+        "a": "",
+    }
+    assert cycles(import_graph(deferred)) == []
+
+
+def test_no_module_imports_itself_round_a_circle() -> None:
+    """No opsbot module takes part in a circle of imports at load time: each room's
+    modules can be read from the bottom up."""
+    found = cycles(import_graph(_sources(PACKAGES + TOOLING)))
+    assert not found, "\n".join(" -> ".join(group) for group in found)
+
+
+# -- the diagnose units cannot see the rest -------------------------------------------------
+
+
+def test_the_diagnose_units_are_hidden_every_package_but_their_own() -> None:
+    """packaging/install.sh hides from opsbot-diagnose, opsbot-onfailure@ and opsbot-verify
+    (InaccessiblePaths=) every installed package but the three diagnosis needs: the
+    schema, shared_io and diagnose_svc itself. A new package is hidden unless it is named
+    here as one diagnosis may read."""
+    script = (ROOT / "packaging" / "install.sh").read_text()
+    listed = re.search(r"for name in \(([^)]*)\):", script)
+    assert listed is not None, "install.sh no longer lists the packages it hides"
+    hidden = set(re.findall(r'"(\w+)"', listed.group(1)))
+    assert hidden == set(PACKAGES) - {"shared_schema", "shared_io", "diagnose_svc"}
+    installed = (ROOT / "pyproject.toml").read_text()
+    for package in PACKAGES:
+        assert f'"{package}*"' in installed, f"pyproject.toml does not install {package}"
+        assert f'"{package}"' in installed, f"mypy does not check {package}"

@@ -16,7 +16,7 @@ import structlog
 from diagnose_svc.actions import CallTool, SubmitPlan
 from diagnose_svc.runtime import run_diagnosis
 from executor_svc.apply import Applier
-from executor_svc.store import PlanStore
+from plans import PlanStore
 from shared_io import log
 from shared_io.run import run
 from shared_schema import DiagnoseSettings

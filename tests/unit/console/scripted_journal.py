@@ -1,6 +1,6 @@
 """A scripted system journal for the console's tests: the entries journald would return
 (with the trusted fields it sets, ``_UID`` and ``_SYSTEMD_UNIT``), put in place of the one
-function that reads the real journal (opsbot_cli.journal_witness.system_journal). The
+function that reads the real journal (plans.witness.system_journal). The
 trust rules and every decision built on them run for real."""
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from executor_svc.records import PlanRecord
-from opsbot_cli import journal_witness
+from plans import PlanRecord, witness
 
 #: The executor's user in these tests: a user every host has, so its uid resolves.
 EXECUTOR_USER = "nobody"
@@ -49,7 +48,7 @@ class ScriptedJournal:
         sha256: str | None = None,
         *,
         uid: int = EXECUTOR_UID,
-        unit: str = journal_witness.EXECUTOR_UNIT,
+        unit: str = witness.EXECUTOR_UNIT,
     ) -> None:
         """What opsbot-executor.service logs when it stores ``record``."""
         self.log(
@@ -63,7 +62,7 @@ class ScriptedJournal:
 
 def install(monkeypatch: pytest.MonkeyPatch) -> ScriptedJournal:
     journal = ScriptedJournal()
-    monkeypatch.setattr(journal_witness, "system_journal", journal)
-    monkeypatch.setattr(journal_witness, "sync_journal", journal.sync)
-    monkeypatch.setattr(journal_witness, "EXECUTOR_USER", EXECUTOR_USER)
+    monkeypatch.setattr(witness, "system_journal", journal)
+    monkeypatch.setattr(witness, "sync_journal", journal.sync)
+    monkeypatch.setattr(witness, "EXECUTOR_USER", EXECUTOR_USER)
     return journal

@@ -8,11 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from executor_svc.approvals import approval_path, check_approval
-from executor_svc.records import StatusRecord
-from executor_svc.store import PlanStore, utcnow
 from opsbot_cli import main as cli
 from opsbot_cli.main import build_parser, main
+from plans import PlanStore, StatusRecord, approval_path, check_approval, utcnow
 from shared_schema import Approval, PlanState
 from tests.unit.console.scripted_journal import ScriptedJournal, install
 from tests.unit.executor.conftest import RunningExecutor

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from executor_svc.apply_service import APPLY_UNIT
 from opsbot_cli.apply import ApplyReport, _plan_status, _summary
 from opsbot_cli.errors import ConsoleError
+from plans import APPLY_UNIT
 from shared_io.run import RunResult
 
 EXECUTOR_UID = 998

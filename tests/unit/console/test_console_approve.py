@@ -2,16 +2,15 @@
 terminal approve shows the plan as root reads it (argv, sha256) and asks; without one it
 takes ``--sha256 PREFIX`` or refuses in one line; in both it believes only the
 executor's own plan.accepted journal entry. The journal is scripted at its one door
-(opsbot_cli.journal_witness.system_journal); everything behind it runs for real."""
+(plans.witness.system_journal); everything behind it runs for real."""
 
 import io
 from pathlib import Path
 
 import pytest
 
-from executor_svc.approvals import approval_path, used_dir, write_approval
-from executor_svc.store import PlanStore, utcnow
 from opsbot_cli.main import main
+from plans import PlanStore, approval_path, used_dir, utcnow, write_approval
 from tests.unit.console.scripted_journal import EXECUTOR_UID, ScriptedJournal, install
 from tests.unit.executor.helpers import edit_record, plan_of, step, submitted
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from executor_svc.records import StatusRecord
-from executor_svc.store import PlanStore
 from opsbot_cli.follow import follow
+from plans import PlanStore, StatusRecord
 from shared_schema import PlanState
 from tests.unit.executor.helpers import plan_of, submitted
 

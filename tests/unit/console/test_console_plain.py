@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from executor_svc.policy import step_argv
 from opsbot_cli import plain, screen
 from opsbot_cli.main import main
+from plans import step_argv
 from shared_schema import (
     MAX_REPLY_BYTES,
     PLAN_ID_PATTERN,
@@ -307,7 +307,7 @@ def test_plans_and_a_final_plan_s_show_import_no_model_and_no_executor(tmp_path:
 
 def test_an_open_plan_s_show_reads_live_state_without_any_model(tmp_path: Path) -> None:
     """``opsbot show`` of a plan that may still run reads live state with the executor's
-    own read_unit_state (executor_svc.unit_state and the runner, with structlog), still
+    own read_unit_state (plans.preconditions and the runner, with structlog), still
     without shared_schema's models or pydantic."""
     loaded = loaded_by(["show", PLAN_ID], detail_of(PLANS[1]), tmp_path)
-    assert heavy(loaded) == {"executor_svc", "executor_svc.errors", "executor_svc.unit_state"}
+    assert heavy(loaded) == {"executor_svc", "plans.errors", "plans.preconditions"}

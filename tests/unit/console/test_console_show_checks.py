@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from executor_svc.policy import step_argv
 from opsbot_cli.errors import ConsoleError
 from opsbot_cli.show import check_detail
+from plans import step_argv
 from shared_schema import Plan, PlanDetail, PlanSummary, sha256_hex
 
 SHOWN = Plan.model_validate(

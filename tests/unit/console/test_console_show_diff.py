@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from executor_svc.unit_state import UnitState
 from opsbot_cli import plain, show
 from opsbot_cli.errors import ConsoleError
 from opsbot_cli.main import main
+from shared_io.unit_show import UnitState
 from shared_schema import Plan, PlanState, encode_message
 from testbed.canned_executor import PLAN_ID, canned_executor, detail_of
 

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from executor_svc.approvals import approval_path
-from executor_svc.store import PlanStore, utcnow
 from opsbot_cli.main import main
+from plans import PlanStore, approval_path, utcnow
 from shared_schema import Approval, PlanState
 from shared_schema.timespan import parse_timespan
 from tests.unit.console.scripted_journal import ScriptedJournal, install

@@ -14,7 +14,7 @@ from executor_svc import daemon
 from executor_svc.daemon import Server
 from executor_svc.peer import Roles
 from executor_svc.service import ExecutorService
-from executor_svc.store import PlanStore, utcnow
+from plans import PlanStore, utcnow
 from testbed.skips import skip_unless
 
 from .helpers import POLICY, Clock, Systemctl

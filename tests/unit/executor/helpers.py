@@ -9,12 +9,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from executor_svc.approvals import write_approval
-from executor_svc.records import PlanRecord, Provenance
-from executor_svc.states import transition
-from executor_svc.store import PlanStore
-from executor_svc.unit_state import UnitState
+from executor_svc.apply import Applier
+from plans import Outcome, PlanRecord, PlanStore, Provenance, dry_run, transition, write_approval
 from shared_io.run import RunResult
+from shared_io.unit_show import UnitState
 from shared_schema import ExecutorPolicy, Plan, PlanState
 
 NOW = datetime(2026, 11, 29, 21, 35, tzinfo=UTC)
@@ -139,3 +137,15 @@ def tree(root: Path) -> dict[str, tuple[int, int, int]]:
 
 def names(directory: Path) -> Iterator[str]:
     return iter(sorted(os.listdir(directory)))
+
+
+def dry_run_of(applier: Applier) -> list[Outcome]:
+    """What ``opsbot apply --dry-run`` says of the plans ``applier`` would apply: the same
+    store, approvals, policy, clock and live states (plans.dry_run)."""
+    return dry_run(
+        applier.store,
+        applier.approvals_dir,
+        applier.policy,
+        now=applier.now(),
+        read_state=applier.read_state,
+    )

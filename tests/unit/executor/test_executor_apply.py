@@ -13,10 +13,7 @@ import structlog
 from structlog.testing import capture_logs
 
 from executor_svc.apply import Applier
-from executor_svc.approvals import write_approval
-from executor_svc.records import StatusRecord
-from executor_svc.states import ALLOWED, TransitionRefused, transition
-from executor_svc.store import PlanStore
+from plans import ALLOWED, PlanStore, StatusRecord, TransitionRefused, transition, write_approval
 from shared_io.run import run
 from shared_schema import ExecutorPolicy, PlanState, StepRecord
 
@@ -27,6 +24,7 @@ from .helpers import (
     Clock,
     Systemctl,
     approved,
+    dry_run_of,
     edit_record,
     plan_of,
     restart_argv,
@@ -369,7 +367,7 @@ def test_a_dry_run_runs_nothing_and_writes_nothing(
     approved(store, approvals_dir, ready)
     waiting = submitted(store, plan_of(step("restart_unit", "app.service")))
     before = tree(tmp_path)
-    outcomes = {o.plan_id: o for o in applier.apply_all(dry_run=True)}
+    outcomes = {o.plan_id: o for o in dry_run_of(applier)}
     assert tree(tmp_path) == before
     assert systemctl.calls == []
     assert outcomes[ready.plan_id].message == "would run 1 step(s) (dry run: nothing was run)"
@@ -386,7 +384,7 @@ def test_a_dry_run_does_not_promise_to_run_a_plan_that_has_expired(
     record = submitted(store, plan_of())
     clock.advance(POLICY.plan_ttl_seconds + 1)
     approved(store, approvals_dir, record, at=clock())
-    [outcome] = applier.apply_all(dry_run=True)
+    [outcome] = dry_run_of(applier)
     assert outcome.message.startswith("would become EXPIRED")
     assert "plan_ttl_seconds" in outcome.message
     [real] = applier.apply_all()
@@ -405,7 +403,7 @@ def test_a_dry_run_checks_preconditions_as_the_apply_would(
     )
     approved(store, approvals_dir, record)
     applier.read_state = unit_in("active", "running")
-    [dry] = applier.apply_all(dry_run=True)
+    [dry] = dry_run_of(applier)
     assert dry.message == (
         "would become STALE: step 1: nginx.service is active/running (load: loaded); the "
         "plan expected active state failed"
@@ -430,7 +428,7 @@ def test_a_dry_run_says_yes_to_each_precondition_that_holds(
         plan_of(step("restart_unit", "nginx.service", expect={"active_state": ["failed"]})),
     )
     approved(store, approvals_dir, record)
-    [dry] = applier.apply_all(dry_run=True)
+    [dry] = dry_run_of(applier)
     assert dry.message.startswith("would run 1 step(s)")
     assert [c.line() for c in dry.preview[0].checks] == [
         "nginx.service is failed now (live: failed): yes"

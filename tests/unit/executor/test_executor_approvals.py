@@ -7,10 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from executor_svc.approvals import approval_path, check_approval, write_approval
-from executor_svc.errors import ApprovalRefused, TamperedPlan
-from executor_svc.records import PlanRecord
-from executor_svc.store import PlanStore
+from plans import (
+    ApprovalRefused,
+    PlanRecord,
+    PlanStore,
+    TamperedPlan,
+    approval_path,
+    check_approval,
+    write_approval,
+)
 from shared_schema import Approval, canonical_json, sha256_hex
 
 from .helpers import NOW, POLICY, Clock, edit_record, plan_of, step, submitted

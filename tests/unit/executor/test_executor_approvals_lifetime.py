@@ -9,13 +9,20 @@ from pathlib import Path
 import pytest
 
 from executor_svc.apply import Applier
-from executor_svc.approvals import CLOCK_SKEW, approval_path, check_approval
-from executor_svc.errors import ApprovalRefused
-from executor_svc.records import PlanRecord
-from executor_svc.store import PlanStore
+from plans import CLOCK_SKEW, ApprovalRefused, PlanRecord, PlanStore, approval_path, check_approval
 from shared_schema import Approval, PlanState, canonical_json
 
-from .helpers import NOW, POLICY, Clock, Systemctl, approved, plan_of, submitted, unit_in
+from .helpers import (
+    NOW,
+    POLICY,
+    Clock,
+    Systemctl,
+    approved,
+    dry_run_of,
+    plan_of,
+    submitted,
+    unit_in,
+)
 
 TTL = POLICY.approval_ttl_seconds
 
@@ -141,7 +148,7 @@ def test_the_apply_runs_nothing_with_such_an_approval_and_says_why(
         read_state=unit_in("failed"),
         run_step=systemctl,
     )
-    [dry] = applier.apply_all(dry_run=True)
+    [dry] = dry_run_of(applier)
     assert dry.message.startswith(f"would not run: {reason}")
     [outcome] = applier.apply_all()
     assert systemctl.calls == []

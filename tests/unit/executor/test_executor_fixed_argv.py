@@ -18,9 +18,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from executor_svc.apply import Applier
-from executor_svc.policy import step_argv
-from executor_svc.store import PlanStore
-from executor_svc.tools import TOOLS
+from plans import TOOLS, PlanStore, step_argv
 from shared_schema import WRITE_TOOL_TABLE, ExecutorPolicy, UnitArgs, is_valid_unit_name
 
 from .helpers import Clock, Systemctl, approved, plan_of, step, submitted, unit_in
@@ -65,7 +63,7 @@ def test_each_tools_argv_is_the_fixed_one(tool: str, unit: str) -> None:
     plan's ``step_argv``, are ``systemctl VERB --no-ask-password -- UNIT``."""
     assert is_valid_unit_name(unit)
     verb = TOOLS[tool].verb
-    assert_fixed(TOOLS[tool].argv(UnitArgs(unit=unit)), verb, unit)
+    assert_fixed(TOOLS[tool].argv(UnitArgs(unit=unit).unit), verb, unit)
     [argv] = step_argv(plan_of(step(tool, unit)))
     assert_fixed(argv, verb, unit)
 
@@ -74,7 +72,7 @@ def test_every_tool_in_the_table_has_the_fixed_verb() -> None:
     """The verb in each argv is the one the table declares (what polkit sees), so the
     executor's table is the whole list of what it can ask systemd."""
     for declared in WRITE_TOOL_TABLE:
-        assert TOOLS[declared.name].argv(UnitArgs(unit="a.service"))[1] == declared.verb
+        assert TOOLS[declared.name].argv("a.service")[1] == declared.verb
 
 
 @pytest.mark.parametrize("unit", REFUSED_UNITS)
@@ -96,7 +94,7 @@ def test_any_accepted_unit_name_gives_the_fixed_argv(unit: str) -> None:
             UnitArgs(unit=unit)
         return
     for declared in WRITE_TOOL_TABLE:
-        assert_fixed(TOOLS[declared.name].argv(UnitArgs(unit=unit)), declared.verb, unit)
+        assert_fixed(TOOLS[declared.name].argv(UnitArgs(unit=unit).unit), declared.verb, unit)
 
 
 def test_what_the_applier_runs_is_the_fixed_argv(store: PlanStore, approvals_dir: Path) -> None:

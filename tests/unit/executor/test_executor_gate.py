@@ -11,17 +11,24 @@ from pathlib import Path
 import pytest
 
 from executor_svc.apply import Applier
-from executor_svc.approvals import (
+from plans import (
+    Accepted,
+    ApprovalRefused,
+    PlanRecord,
+    PlanRefused,
+    PlanStore,
+    StatusRecord,
+    UsageError,
     approval_path,
+    approve,
     archive_used,
+    reject,
     rejection_path,
+    review,
     used_dir,
     write_approval,
 )
-from executor_svc.errors import ApprovalRefused, PlanRefused, StoreError, UsageError
-from executor_svc.gate import Accepted, approve, reject, review
-from executor_svc.records import PlanRecord, StatusRecord
-from executor_svc.store import PlanStore
+from shared_io.errors import StoreError
 from shared_schema import PlanState
 
 from .helpers import (
@@ -30,6 +37,7 @@ from .helpers import (
     Clock,
     Systemctl,
     approved,
+    dry_run_of,
     edit_record,
     plan_of,
     step,
@@ -357,12 +365,12 @@ def test_a_dry_run_beside_a_running_apply_does_not_call_its_plan_interrupted(
     store.save_status(status.model_copy(update={"state": PlanState.APPLYING}))
     dry = applier(store, approvals_dir, clock, systemctl)
     with store.apply_lock():
-        [busy] = dry.apply_all(dry_run=True)
+        [busy] = dry_run_of(dry)
     assert (busy.would, busy.message) == (
         "running",
         "is being applied now, by an apply that holds the lock",
     )
-    [dead] = dry.apply_all(dry_run=True)  # no lock held: the apply died in it
+    [dead] = dry_run_of(dry)  # no lock held: the apply died in it
     assert dead.would == "interrupt" and dead.message.startswith("would become INTERRUPTED")
 
 

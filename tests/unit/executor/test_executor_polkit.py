@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from executor_svc.polkit import allowed_verbs, opsbot_users, render_rule, write_rule
+from plans.polkit import allowed_verbs, opsbot_users, render_rule, write_rule
 from shared_schema import ExecutorPolicy
 from testbed.skips import skip_unless
 

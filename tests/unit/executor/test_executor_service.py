@@ -8,9 +8,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from executor_svc.peer import ALLOWED_OPS, Peer, Role
-from executor_svc.records import StatusRecord
 from executor_svc.service import ExecutorService
-from executor_svc.store import PlanStore
+from plans import PlanStore, StatusRecord
 from shared_schema import (
     Accept,
     ListPlans,

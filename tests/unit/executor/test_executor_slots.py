@@ -23,7 +23,7 @@ from executor_svc import daemon
 from executor_svc.daemon import Server
 from executor_svc.peer import Roles
 from executor_svc.service import ExecutorService
-from executor_svc.store import PlanStore, utcnow
+from plans import PlanStore, utcnow
 from shared_io.admission import Refusal
 from shared_schema import ExecutorPolicy, ListPlans, PlanList, Reject, encode_message, parse_reply
 

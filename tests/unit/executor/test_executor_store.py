@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from executor_svc.errors import PlanNotFound, StoreError, TamperedPlan
-from executor_svc.records import StatusRecord
-from executor_svc.store import PlanStore, new_plan_id
+from plans import PlanNotFound, PlanStore, StatusRecord, TamperedPlan, new_plan_id
+from shared_io.errors import StoreError
 from shared_schema import PlanState, is_valid_plan_id, sha256_hex
 from testbed.skips import skip_unless
 

@@ -3,9 +3,8 @@ the executor's user do exactly what the allowlist says: test_executor_polkit.py.
 
 import pytest
 
-from executor_svc.policy import policy_errors, step_argv
-from executor_svc.tools import TOOLS
-from shared_schema import WRITE_TOOLS, ExecutorPolicy, UnitArgs
+from plans import TOOLS, policy_errors, step_argv
+from shared_schema import WRITE_TOOLS, ExecutorPolicy
 
 from .helpers import plan_of, step
 
@@ -32,7 +31,7 @@ def test_each_tool_runs_one_systemctl_verb_that_never_prompts_or_reads_options(
     """``systemctl VERB --no-ask-password -- UNIT``: no password prompt, and the unit
     after ``--`` so it can never be read as an option."""
     assert TOOLS[tool].verb == verb
-    assert TOOLS[tool].argv(UnitArgs(unit="nginx.service")) == [
+    assert TOOLS[tool].argv("nginx.service") == [
         "systemctl",
         verb,
         "--no-ask-password",
@@ -43,7 +42,7 @@ def test_each_tool_runs_one_systemctl_verb_that_never_prompts_or_reads_options(
 
 def test_restart_is_exactly_the_documented_argv() -> None:
     """The argv an operator sees in ``opsbot show`` for a restart."""
-    assert TOOLS["restart_unit"].argv(UnitArgs(unit="nginx.service")) == [
+    assert TOOLS["restart_unit"].argv("nginx.service") == [
         "systemctl",
         "restart",
         "--no-ask-password",

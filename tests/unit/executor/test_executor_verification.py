@@ -10,7 +10,7 @@ from structlog.testing import capture_logs
 from executor_svc.apply import Applier
 from executor_svc.peer import Peer, Role
 from executor_svc.service import ExecutorService
-from executor_svc.store import PlanStore
+from plans import PlanStore
 from shared_schema import (
     Accept,
     ExecutorPolicy,

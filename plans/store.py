@@ -10,9 +10,9 @@ Layout (all written only by the executor's user; root's writes are chowned to it
                          (opsbot-verify.path watches this directory)
     apply.lock           flock held by a running apply
 
-A write is: temp file in the same directory, write, fsync, rename (or link, for files
-that must not be overwritten), fsync the directory. A daemon killed mid-write leaves at
-most a ``.tmp-*`` file, which is never read as a plan and is swept at start-up.
+Every file is written with shared_io.files.write_atomic (temp file, fsync, rename or
+link, fsync the directory): a daemon killed mid-write leaves at most a ``.tmp-*`` file,
+which is never read as a plan and is swept at start-up.
 """
 
 import contextlib
@@ -21,7 +21,6 @@ import fcntl
 import json
 import os
 import secrets
-import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -30,91 +29,16 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from executor_svc.errors import PlanNotFound, StoreError, TamperedPlan
-from executor_svc.records import PlanRecord, Provenance, StatusRecord, Transition
+from plans.errors import PlanNotFound, StoreError, TamperedPlan
+from plans.records import PlanRecord, Provenance, StatusRecord, Transition
+from shared_io.files import (
+    TMP_PREFIX,
+    give_to_directory_owner,
+    read_bounded,
+    store_error,
+    write_atomic,
+)
 from shared_schema import Plan, PlanState, is_valid_plan_id, parse_plan, sha256_hex
-
-MAX_RECORD_BYTES = 1024 * 1024
-_TMP_PREFIX = ".tmp-"
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a rename or unlink in ``path`` durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _store_error(action: str, path: Path, exc: OSError) -> StoreError:
-    if exc.errno == errno.ENOSPC:
-        return StoreError(f"cannot {action} {path}: no space left on device")
-    return StoreError(f"cannot {action} {path}: {exc.strerror or exc}")
-
-
-def _give_to_directory_owner(fd: int, directory: Path) -> None:
-    """As root, hand a new file to its directory's owner (the executor's user)."""
-    if os.geteuid() != 0:
-        return
-    st = os.stat(directory)
-    if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
-        os.fchown(fd, st.st_uid, st.st_gid)
-
-
-def write_atomic(path: Path, data: bytes, *, exclusive: bool = False, mode: int = 0o640) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one.
-
-    ``exclusive``: fail with FileExistsError if ``path`` exists (no overwrite, ever).
-    When run as root, the file is given to the owner of its directory, so the executor's
-    user can read and later replace what an operator wrote.
-    """
-    directory = path.parent
-    tmp = directory / f"{_TMP_PREFIX}{path.name}.{secrets.token_hex(4)}"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
-    except OSError as exc:
-        raise _store_error("create", tmp, exc) from exc
-    try:
-        try:
-            _give_to_directory_owner(fd, directory)
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if exclusive:
-            os.link(tmp, path)
-            os.unlink(tmp)
-        else:
-            os.rename(tmp, path)
-        fsync_dir(directory)
-    except FileExistsError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise _store_error("write", path, exc) from exc
-
-
-def read_bounded(path: Path, limit: int = MAX_RECORD_BYTES) -> bytes:
-    """Read a regular file without following a symlink, refusing anything larger than
-    ``limit``."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise StoreError(f"{path} is not a regular file")
-        if st.st_size > limit:
-            raise StoreError(f"{path} is larger than {limit} bytes")
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            return handle.read(limit + 1)
-    finally:
-        os.close(fd)
 
 
 def new_plan_id(now: datetime) -> str:
@@ -145,7 +69,7 @@ class PlanStore:
             try:
                 directory.mkdir(mode=0o750, exist_ok=True)
             except OSError as exc:
-                raise _store_error("create", directory, exc) from exc
+                raise store_error("create", directory, exc) from exc
             if os.geteuid() == 0:
                 st = os.stat(self.root)
                 if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
@@ -158,7 +82,7 @@ class PlanStore:
         for directory in (self.plans, self.status_dir, self.consumed):
             try:
                 with os.scandir(directory) as scan:
-                    entries = [e for e in scan if e.name.startswith(_TMP_PREFIX)]
+                    entries = [e for e in scan if e.name.startswith(TMP_PREFIX)]
             except FileNotFoundError:
                 continue
             for entry in entries:
@@ -258,7 +182,7 @@ class PlanStore:
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise TamperedPlan(f"{path} is a symlink; refusing it") from exc
-            raise _store_error("read", path, exc) from exc
+            raise store_error("read", path, exc) from exc
         try:
             record = PlanRecord.model_validate_json(data)
         except ValidationError as exc:
@@ -306,7 +230,7 @@ class PlanStore:
                 ],
             )
         except OSError as exc:
-            raise _store_error("read", path, exc) from exc
+            raise store_error("read", path, exc) from exc
         try:
             return StatusRecord.model_validate_json(data)
         except ValidationError as exc:
@@ -365,9 +289,9 @@ class PlanStore:
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o640)
         except OSError as exc:
-            raise _store_error("open", path, exc) from exc
+            raise store_error("open", path, exc) from exc
         try:
-            _give_to_directory_owner(fd, self.root)
+            give_to_directory_owner(fd, self.root)
             deadline = time.monotonic() + timeout
             while True:
                 try:

@@ -20,17 +20,28 @@ from __future__ import annotations
 
 import pwd
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from executor_svc.gate import Accepted
+from plans.names import EXECUTOR_UNIT, EXECUTOR_USER
 from shared_io.run import run
 
-EXECUTOR_USER = "opsbot-executor"
-EXECUTOR_UNIT = "opsbot-executor.service"
 _HEX = frozenset("0123456789abcdef")
 
 Entry = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """What the journal says opsbot-executor.service stored under one plan id: the sha256
+    of each of its trusted ``plan.accepted`` entries for that id (from that unit, as the
+    executor's user or root), and when the journal begins (None: it holds nothing)."""
+
+    sha256s: frozenset[str]
+    journal_begins: datetime | None = None
+
+
 #: Entries matching every field given, and when the journal begins (None: it is empty).
 Reader = Callable[[Mapping[str, str]], tuple[list[Entry], datetime | None]]
 

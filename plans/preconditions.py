@@ -1,69 +1,26 @@
-"""Reading a unit's live state, to re-check a step's ``expect`` just before apply."""
+"""A step's precondition (its ``expect``) against a unit's live state: the apply's
+verdict (:func:`expectation_mismatch`), each check in words beside the live value
+(:func:`precondition_checks`, what ``opsbot apply --dry-run`` and ``opsbot show`` print),
+and the precondition in words without the live state (:func:`expect_words`, what the
+approval page and the console show). The state itself is read with
+shared_io.unit_show.read_unit_state, the one reader.
+
+``expect`` is the model or its JSON form (``opsbot show`` reads the plan as plain JSON,
+without building the models).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from executor_svc.errors import ExecutorError
-from shared_io.run import run
+from shared_io.unit_show import UnitState
 
-if TYPE_CHECKING:  # opsbot show imports this module and no model (issue 13, item 11)
+if TYPE_CHECKING:  # opsbot show imports this module and no model
     from shared_schema import Expect
 
-_PROPERTIES = ("LoadState", "ActiveState", "SubState", "InvocationID")
-
-
-@dataclass(frozen=True)
-class UnitState:
-    unit: str
-    load_state: str
-    active_state: str
-    sub_state: str
-    invocation_id: str
-
-    def describe(self) -> str:
-        return f"{self.unit} is {self.active_state}/{self.sub_state} (load: {self.load_state})"
-
-
-class UnitStateError(ExecutorError):
-    """The live state of a unit could not be read."""
-
-
-def show_properties(unit: str, properties: Sequence[str], timeout: float = 15.0) -> dict[str, str]:
-    """``systemctl show`` of ``properties`` of ``unit``, as a dict; UnitStateError if
-    systemctl fails."""
-    argv = [
-        "systemctl",
-        "show",
-        "--no-pager",
-        *(f"--property={p}" for p in properties),
-        "--",
-        unit,
-    ]
-    result = run(argv, timeout=timeout, merge_stderr=True)
-    if not result.ok:
-        raise UnitStateError(
-            f"cannot read the state of {unit}: {result.error or result.output.strip()[:200]}"
-        )
-    values: dict[str, str] = {}
-    for line in result.output.splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            values[key] = value
-    return values
-
-
-def read_unit_state(unit: str, timeout: float = 15.0) -> UnitState:
-    values = show_properties(unit, _PROPERTIES, timeout)
-    return UnitState(
-        unit=unit,
-        load_state=values.get("LoadState", ""),
-        active_state=values.get("ActiveState", ""),
-        sub_state=values.get("SubState", ""),
-        invocation_id=values.get("InvocationID", ""),
-    )
+__all__ = ["Check", "expect_words", "expectation_mismatch", "precondition_checks"]
 
 
 def expectation_mismatch(expect: Expect, state: UnitState) -> str | None:
@@ -95,12 +52,14 @@ class Check:
         return f"{self.text}: {'yes' if self.holds else 'NO'}"
 
 
+def _fields(expect: Expect | Mapping[str, Any]) -> Mapping[str, Any]:
+    return expect if isinstance(expect, Mapping) else expect.model_dump(exclude_none=True)
+
+
 def precondition_checks(expect: Expect | Mapping[str, Any], state: UnitState) -> list[Check]:
     """Each field of ``expect`` against ``state``, in words (what ``opsbot apply --dry-run``
-    and ``opsbot show`` print; :func:`expectation_mismatch` is the apply's verdict).
-    ``expect`` is the model or, in the console, its JSON form (``opsbot show`` reads the
-    plan as plain JSON)."""
-    fields = expect if isinstance(expect, Mapping) else expect.model_dump(exclude_none=True)
+    and ``opsbot show`` print; :func:`expectation_mismatch` is the apply's verdict)."""
+    fields = _fields(expect)
     active_state = fields.get("active_state")
     sub_state = fields.get("sub_state")
     invocation_id = fields.get("invocation_id")
@@ -131,3 +90,18 @@ def precondition_checks(expect: Expect | Mapping[str, Any], state: UnitState) ->
             )
         )
     return checks
+
+
+def expect_words(unit: str, expect: Expect | Mapping[str, Any] | None) -> list[str]:
+    """A step's precondition in words, without the live state (the plan's own view):
+    ``app.service is failed``; none for a step that expects nothing."""
+    fields = {} if expect is None else _fields(expect)
+    words = []
+    if fields.get("active_state") is not None:
+        words.append(f"{unit} is {' or '.join(fields['active_state'])}")
+    if fields.get("sub_state") is not None:
+        words.append(f"{unit} is in sub state {' or '.join(fields['sub_state'])}")
+    if fields.get("invocation_id") is not None:
+        said = fields["invocation_id"][:12] or "none"
+        words.append(f"{unit} has not been started again since diagnosis (invocation {said})")
+    return words

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import structlog
 
-from executor_svc.errors import ExecutorError, UsageError
-from executor_svc.store import write_atomic
+from opsbot_cli.errors import ConsoleError, UsageError
+from shared_io.files import write_atomic
 from shared_io.run import run
 
-log = structlog.get_logger("opsbot.executor.watch")
+log = structlog.get_logger("opsbot.console.watch")
 
 UNIT_DIR = Path("/etc/systemd/system")
 DROPIN = (
@@ -68,4 +68,4 @@ def unwatch(unit: str) -> Path:
 def _daemon_reload() -> None:
     result = run(["systemctl", "daemon-reload"], timeout=60, merge_stderr=True)
     if not result.ok:
-        raise ExecutorError(f"systemctl daemon-reload failed: {result.error or result.output}")
+        raise ConsoleError(f"systemctl daemon-reload failed: {result.error or result.output}")

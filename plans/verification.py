@@ -26,10 +26,11 @@ from pathlib import Path
 
 import structlog
 
-from executor_svc.errors import ExecutorError, PlanNotFound
-from executor_svc.records import StatusRecord
-from executor_svc.states import TransitionRefused, transition
-from executor_svc.store import PlanStore, write_atomic
+from plans.errors import PlanError, PlanNotFound
+from plans.records import StatusRecord
+from plans.states import TransitionRefused, transition
+from plans.store import PlanStore
+from shared_io.files import write_atomic
 from shared_schema import (
     AwaitingPlan,
     AwaitingStep,
@@ -121,7 +122,7 @@ def pending(store: PlanStore, now: datetime) -> list[AwaitingPlan]:
             if status.state is not PlanState.APPLIED:
                 continue
             plan = store.verified_plan(record)
-        except ExecutorError as exc:
+        except PlanError as exc:
             log.warning("plan.unreadable", plan_id=plan_id, error=exc.message)
             continue
         at = _applied_at(status)
@@ -181,7 +182,7 @@ def history_errors(
             if status.state not in RAN:
                 continue
             ran = store.verified_plan(store.load(plan_id))
-        except ExecutorError:
+        except PlanError:
             continue
         for record, step in zip(status.steps, ran.steps, strict=False):
             # A start or restart that was begun counts, whatever its exit: `systemctl

@@ -1,215 +1,57 @@
-"""The gate: whether a stored plan may run now, and the two ways root changes that.
+"""Root's two decisions about a stored plan: approve it, or reject it.
 
-:func:`decide` is the one decision, made the same way by the apply that runs plans and by
-``opsbot apply --dry-run`` that only says what it would do: a plan left APPLYING by a
-dead apply is INTERRUPTED; an old one EXPIRED; a PROPOSED one waits; an APPROVED one runs
-only if its stored bytes still hash to its fingerprint, root has not rejected it, its
-approval passes every check (executor_svc.approvals, its lifetime included) and today's
-policy still allows every step; and then, where ``[executor.apply_window]`` is set, only
-inside an apply window (executor_svc.windows) unless root approved it with ``--now``:
-outside, it waits in APPROVED, and the apply that runs in the window decides again.
-Right before the steps, :func:`precondition_mismatch` checks each step's ``expect``
-against the live state.
-
-:func:`approve` and :func:`reject` are what root's ``opsbot approve`` / ``reject`` do:
-under the apply lock, so that no apply reads a half-made decision. The executor's uid
-owns the store, so root believes neither its plan file nor its status file alone:
-``approve`` binds only the sha256 the operator reviewed (a prefix of at least 12 hex
-digits, or the whole one they confirmed on a terminal), and only if the executor's own
-``plan.accepted`` journal entry for that id names the same sha256 (:class:`Accepted`,
-read from the journal by the console). ``reject`` removes the approval file before it
-reads anything the executor owns, and leaves a root-owned rejection that ``decide`` and
-``approve`` both honour.
+:func:`approve` and :func:`reject` are what root's ``opsbot approve`` / ``reject`` and
+root's opsbot-approver (a click on the approval page) do: under the apply lock, so that
+no apply reads a half-made decision. The executor's uid owns the store, so root believes
+neither its plan file nor its status file alone: ``approve`` binds only the sha256 the
+operator reviewed (a prefix of at least 12 hex digits, or the whole one they confirmed on
+a terminal), and only if the executor's own ``plan.accepted`` journal entry for that id
+names the same sha256 (:class:`plans.witness.Accepted`). ``reject`` removes the approval
+file before it reads anything the executor owns, and leaves a root-owned rejection that
+the gate (plans.gate.decide) and ``approve`` both honour.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Literal
 
 import structlog
 
-from executor_svc.approvals import (
-    CheckedApproval,
-    check_approval,
+from plans.approvals import (
     rejection_reason,
     remove_approval,
     write_approval,
     write_rejection,
 )
-from executor_svc.errors import (
-    ApprovalExpired,
-    ApprovalRefused,
-    PlanRefused,
-    TamperedPlan,
-    UsageError,
-)
-from executor_svc.policy import policy_errors, step_argv
-from executor_svc.records import PlanRecord, StatusRecord
-from executor_svc.states import TransitionRefused, transition
-from executor_svc.store import PlanStore
-from executor_svc.unit_state import UnitState, UnitStateError, expectation_mismatch
-from executor_svc.verification import history_errors
-from executor_svc.windows import (
-    Analyzer,
-    WindowState,
-    approval_expiry,
-    lifetime_ceiling,
-    span_text,
-    systemd_analyze,
-    window_state,
-)
-from shared_schema import Approval, ExecutorPolicy, Plan, PlanState, is_valid_plan_id
+from plans.errors import ApprovalRefused, PlanRefused, UsageError
+from plans.gate import window_wait
+from plans.records import PlanRecord, StatusRecord
+from plans.states import TransitionRefused, transition
+from plans.store import PlanStore
+from plans.windows import Analyzer, WindowState, approval_expiry, systemd_analyze, window_state
+from plans.witness import Accepted
+from shared_schema import Approval, Plan, PlanState, is_valid_plan_id
 from shared_schema.config import ApplyWindow
-from shared_schema.executor_socket import WindowWait
+
+__all__ = [
+    "SHA256_PREFIX_MIN",
+    "Approved",
+    "Reviewed",
+    "approve",
+    "is_sha256_prefix",
+    "reject",
+    "review",
+]
 
 log = structlog.get_logger("opsbot.executor.gate")
-
-Action = Literal["skip", "interrupt", "expire", "wait", "refuse", "stale", "run"]
-INTERRUPTED_REASON = "an earlier apply stopped half-way; it is never resumed: diagnose again"
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What today's checks say about one stored plan.
-
-    ``skip``: final already; ``interrupt``: an apply died in it; ``expire``: too old or its
-    approval ran out; ``wait``: not approved, or approved and outside its apply window
-    (``window`` says when the next opens); ``refuse``: an approval or the stored bytes
-    failed a check, or root rejected it (the plan keeps its state); ``stale``: today's
-    policy refuses a step; ``run``: it may run, with this approval.
-    """
-
-    action: Action
-    reason: str = ""
-    plan: Plan | None = None
-    argv: list[list[str]] = field(default_factory=list)
-    approval: CheckedApproval | None = None
-    window: WindowState | None = None
-
-
-def window_wait(state: WindowState) -> WindowWait | None:
-    """What the status record keeps of a closed window (None: it is open)."""
-    return None if state.open else WindowWait(opens_at=state.opens_at, closes_at=state.closes_at)
-
-
-def waits_text(state: WindowState) -> str:
-    """Why an approved plan does not run now, its window closed."""
-    if state.opens_at is None or state.closes_at is None:
-        return (
-            "approved; waits for its apply window, but none opens within 7 days: approve it "
-            "with `opsbot approve --now`, or change [executor.apply_window]"
-        )
-    return (
-        f"approved; waits for its apply window, {span_text(state.opens_at, state.closes_at)} "
-        "(its preconditions are checked then)"
-    )
-
-
-def decide(
-    store: PlanStore,
-    record: PlanRecord,
-    status: StatusRecord,
-    *,
-    approvals_dir: Path,
-    policy: ExecutorPolicy,
-    now: datetime,
-    analyze: Analyzer = systemd_analyze,
-) -> Decision:
-    """May the plan of ``record`` run now? (See the module docstring.) ``analyze``
-    evaluates the apply windows' calendar expressions (systemd-analyze)."""
-    if status.state is PlanState.APPLYING:
-        return Decision("interrupt", INTERRUPTED_REASON)
-    if status.state.is_final:
-        return Decision("skip")
-    if now - record.submitted_at > timedelta(seconds=policy.plan_ttl_seconds):
-        return Decision("expire", f"older than plan_ttl_seconds={policy.plan_ttl_seconds}")
-    try:
-        plan = store.verified_plan(record)
-    except TamperedPlan as exc:
-        return Decision("refuse", exc.message)
-    argv = step_argv(plan)
-    if status.state is PlanState.PROPOSED:
-        return Decision("wait", "waiting for approval", plan, argv)
-    rejected = rejection_reason(approvals_dir, record.plan_id)
-    if rejected:
-        return Decision("refuse", f"{rejected}; it never runs", plan, argv)
-    windows = policy.apply_window
-    ttl = policy.approval_ttl_seconds
-
-    def ceiling(approval: Approval) -> float:
-        return lifetime_ceiling(
-            windows,
-            approval.approved_at,
-            ttl,
-            override=approval.override_window,
-            analyze=analyze,
-        )
-
-    try:
-        checked = check_approval(
-            approvals_dir,
-            record,
-            store,
-            now,
-            ttl_ceiling_seconds=ttl,
-            lifetime_ceiling=ceiling if windows else None,
-        )
-    except ApprovalExpired as exc:
-        return Decision("expire", exc.message, plan, argv)
-    except ApprovalRefused as exc:
-        return Decision("refuse", exc.message, plan, argv)
-    errors = policy_errors(plan, policy)
-    if errors:
-        reason = "today's policy refuses it: " + "; ".join(str(e) for e in errors)
-        return Decision("stale", reason, plan, argv)
-    if windows and not checked.approval.override_window:
-        state = window_state(windows, now, analyze=analyze)
-        if not state.open:
-            # The budget is judged when it may run: it may have recovered by then.
-            return Decision("wait", waits_text(state), plan, argv, window=state)
-    # The budget again, now: plans approved together (or since this one was submitted)
-    # may have spent it meanwhile.
-    spent = history_errors(plan, store, policy, now)
-    if spent:
-        return Decision("stale", "; ".join(e.message for e in spent), plan, argv)
-    return Decision("run", "", plan, argv, checked)
-
-
-def precondition_mismatch(plan: Plan, read_state: Callable[[str], UnitState]) -> str | None:
-    """Why the live state does not meet a step's ``expect``, or None when every step's does."""
-    for index, step in enumerate(plan.steps):
-        if step.expect is None:
-            continue
-        try:
-            state = read_state(step.args.unit)
-        except UnitStateError as exc:
-            return f"step {index + 1}: {exc.message}"
-        mismatch = expectation_mismatch(step.expect, state)
-        if mismatch:
-            return f"step {index + 1}: {mismatch}"
-    return None
-
-
-# -- root's decisions -----------------------------------------------------------------------
 
 #: The shortest sha256 prefix ``opsbot approve --sha256`` takes: 48 bits, so that nobody
 #: finds another valid plan with the same prefix in the minutes between review and approval.
 SHA256_PREFIX_MIN = 12
 _HEX = frozenset("0123456789abcdef")
-
-
-@dataclass(frozen=True)
-class Accepted:
-    """What the journal says opsbot-executor.service stored under one plan id: the sha256
-    of each of its trusted ``plan.accepted`` entries for that id (from that unit, as the
-    executor's user or root), and when the journal begins (None: it holds nothing)."""
-
-    sha256s: frozenset[str]
-    journal_begins: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -338,7 +180,7 @@ def approve(
     :func:`is_sha256_prefix`) and is the one ``accepted`` says the executor logged.
 
     It holds for ``ttl_seconds``; outside the apply ``windows``, until the end of the next
-    one (executor_svc.windows.approval_expiry: NoApplyWindow if none opens within 7 days)
+    one (plans.windows.approval_expiry: NoApplyWindow if none opens within 7 days)
     unless ``override_window`` (``opsbot approve --now``), which lets it run at once and
     is recorded in the approval and the journal.
     """

@@ -11,7 +11,7 @@ operator needs a new diagnosis and a new approval.
 
 from datetime import datetime
 
-from executor_svc.records import StatusRecord, Transition
+from plans.records import StatusRecord, Transition
 from shared_schema import PlanState
 
 S = PlanState

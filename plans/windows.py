@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from executor_svc.errors import CalendarError, NoApplyWindow
+from plans.errors import CalendarError, NoApplyWindow
 from shared_io.run import run
 from shared_schema.config import APPROVAL_CEILING_SECONDS, ApplyWindow
 

@@ -1,7 +1,7 @@
-"""Checking a plan against the executor's policy: its own tool table, the allowlist in
+"""Checking a plan against the executor's policy: the write tools' table, the allowlist in
 the config, and the built-in denylist no config can lift."""
 
-from executor_svc.tools import TOOLS
+from plans.tools import TOOLS
 from shared_schema import ExecutorPolicy, FieldError, Plan, denied_reason
 
 
@@ -36,4 +36,4 @@ def policy_errors(plan: Plan, policy: ExecutorPolicy) -> list[FieldError]:
 
 def step_argv(plan: Plan) -> list[list[str]]:
     """Each step as the argv it will run."""
-    return [TOOLS[step.tool].argv(step.args) for step in plan.steps]
+    return [TOOLS[step.tool].argv(step.args.unit) for step in plan.steps]

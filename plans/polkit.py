@@ -15,15 +15,15 @@ import os
 import secrets
 from pathlib import Path
 
-from executor_svc.store import fsync_dir
-from executor_svc.tools import TOOLS
+from plans.names import EXECUTOR_USER
+from plans.tools import TOOLS
+from shared_io.files import fsync_dir
 from shared_schema import ExecutorPolicy
 
 RULE_PATH = Path("/etc/polkit-1/rules.d/60-opsbot.rules")
 RULE_MODE = 0o644
 POLKITD_PATHS = (Path("/usr/lib/polkit-1/polkitd"), Path("/usr/libexec/polkitd"))
 ROOT_DROPIN = Path("/etc/systemd/system/opsbot-executor.service.d/50-root-no-caps.conf")
-EXECUTOR_USER = "opsbot-executor"
 #: The only action opsbot's rule ever answers YES to (for the executor's user alone).
 MANAGE_UNITS = "org.freedesktop.systemd1.manage-units"
 

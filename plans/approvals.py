@@ -30,9 +30,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from executor_svc.errors import ApprovalExpired, ApprovalRefused, StoreError
-from executor_svc.records import PlanRecord
-from executor_svc.store import PlanStore, fsync_dir, write_atomic
+from plans.errors import ApprovalExpired, ApprovalRefused, StoreError
+from plans.records import PlanRecord
+from plans.store import PlanStore
+from shared_io.files import fsync_dir, write_atomic
 from shared_schema import Approval, canonical_json, is_valid_plan_id, sha256_hex
 
 MAX_APPROVAL_BYTES = 4096
@@ -130,7 +131,7 @@ def check_approval(
     ``ttl_ceiling_seconds`` is today's ``approval_ttl_seconds``: an approval that holds
     longer (a forged one, or one written before the ceiling was lowered) is refused.
     Where apply windows are configured, ``lifetime_ceiling`` says how long this approval
-    may hold instead (executor_svc.windows.lifetime_ceiling: until the end of the window
+    may hold instead (plans.windows.lifetime_ceiling: until the end of the window
     open at or next after its ``approved_at``, at most 7 days).
     """
     _check_dir(approvals_dir)
@@ -191,7 +192,7 @@ def write_approval(
     """Write the approval of ``record`` (as root). Replaces an earlier, unused one.
 
     It expires after ``ttl_seconds``, or at ``expires_at`` where the caller computed it
-    (executor_svc.windows.approval_expiry); ``override_window`` lets it run outside the
+    (plans.windows.approval_expiry); ``override_window`` lets it run outside the
     apply windows (``opsbot approve --now``)."""
     approval = Approval(
         plan_id=record.plan_id,

@@ -1,0 +1,244 @@
+"""A root that is down: what still stops it from starting, checked in the order an
+operator checks (room on its filesystems, the files it names, its port, a setting its
+last words call invalid, a start check that fails the same way, a program that dies
+starting with nothing changed); each cause is a note for a human. When none remains, it
+is started again (its start limit cleared first if systemd gave up), and what stopped
+with it after it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from diagnose_svc.policies import leads
+from diagnose_svc.policies.runbook.constants import LAST_WORDS
+from diagnose_svc.policies.runbook.last_run import (
+    changed_after,
+    died_starting,
+    failed_starting,
+    since,
+)
+from diagnose_svc.policies.runbook.outcomes import Fix, Human, step
+from diagnose_svc.policies.runbook.port_held import port_held
+from diagnose_svc.policies.runbook.view import View
+from diagnose_svc.policies.runbook.words import cut, ended
+from diagnose_svc.tools import JournalLine, UnitStatus
+
+#: One check of a down unit: the cause it found (a Human), what it ruled out (a fact
+#: for the plan's reason), or None when it had nothing to check.
+Check = Callable[[View, str, UnitStatus], Human | str | None]
+
+
+def decide_down(view: View, root: str, status: UnitStatus, roots: list[str]) -> Human | Fix:
+    """The first cause that stops ``root`` from starting, or the plan to start it."""
+    checked: list[str] = []
+    for check in _CHECKS:
+        outcome = check(view, root, status)
+        if isinstance(outcome, Human):
+            return outcome
+        if outcome is not None:
+            checked.append(outcome)
+    return _start_again(view, root, status, roots, checked)
+
+
+def _room_on_disk(view: View, root: str, status: UnitStatus) -> Human | str | None:
+    """A full filesystem it writes to stops it from starting."""
+    disk = view.found.disk.get(root)
+    if disk is None:
+        return None
+    full = disk.full
+    if full:
+        d = full[0]
+        return Human(
+            "disk_full",
+            root,
+            f"the filesystem of {d.path} ({d.role}) is full: {d.used_percent:.0f}% "
+            f"used, {d.free_bytes} bytes free",
+            f"A human must free space there (or grow it), then start {root}.",
+        )
+    return "its filesystems have room"
+
+
+def _files_in_place(view: View, root: str, status: UnitStatus) -> Human | str | None:
+    """Every file its unit names must exist (unless optional), then be readable by (or,
+    for a program, runnable by) its user."""
+    unit_file = view.found.unit_file.get(root)
+    if unit_file is None:
+        return None
+    for path in unit_file.paths:
+        if path.exists is False and not path.optional:
+            return Human(
+                "missing_file",
+                root,
+                f"{path.path}, which its {path.role} names, does not exist",
+                f"A human must restore it or fix the unit, then start {root}.",
+            )
+    for path in unit_file.paths:
+        if path.exists and path.readable_by_unit is False:
+            return Human(
+                "permission_denied",
+                root,
+                f"{path.path} ({path.role}) is {path.kind} {path.mode} "
+                f"{path.owner}:{path.group}, which its user {unit_file.user} cannot "
+                f"{'run' if path.role.endswith('program') else 'read'}",
+                f"A human must fix the permissions (or User=/Group=), then start {root}.",
+            )
+    return "every file it names exists and is readable by its user"
+
+
+def _port_free(view: View, root: str, status: UnitStatus) -> Human | str | None:
+    """Another process holding its port stops it from binding."""
+    held = port_held(view, root)
+    if held is not None:
+        return held
+    return "its port is free" if view.found.listeners else None
+
+
+def _setting_it_rejects(view: View, root: str, status: UnitStatus) -> Human | str | None:
+    """A setting its last words before it failed starting call invalid, which its unit
+    file really sets. Only those words can name it: a line it logged while serving (a
+    request line is enough) cannot."""
+    unit_file = view.found.unit_file.get(root)
+    if unit_file is None or not failed_starting(status):
+        return None
+    environment = set(unit_file.environment)
+    for key, value, line in leads.settings_named(_episode(view, root, status)[-LAST_WORDS:]):
+        if f"{key}={value}" in environment:
+            files = ", ".join(unit_file.files) or "its unit file"
+            return Human(
+                "config_error",
+                root,
+                f"its environment sets {key}={value} (systemctl cat {root}: {files}), "
+                f'and every attempt to start it ended saying "{cut(line.message, 160)}"',
+                f"A human must fix that setting, then run systemctl reset-failed {root} "
+                "and start it.",
+            )
+    return None
+
+
+def _start_check_unchanged(view: View, root: str, status: UnitStatus) -> Human | str | None:
+    """Its ExecStartPre= check failed, and nothing it checks changed since: a start
+    would fail the same way."""
+    failed = status.failed_command
+    unit_file = view.found.unit_file.get(root)
+    if failed is None or failed.phase != "ExecStartPre" or unit_file is None:
+        return None
+    changed = changed_after(unit_file.paths, status.inactive_enter_timestamp, failed.argv)
+    if not changed:
+        return Human(
+            "config_error",
+            root,
+            f"its start check failed: ExecStartPre={cut(failed.argv, 140)} "
+            f"{failed.code} with status {failed.status}, and nothing it checks "
+            "changed since",
+            f"The check will fail the same way until a human fixes what it checks "
+            f"(journalctl -u {root} shows its words), then starts {root}.",
+        )
+    return f"{', '.join(changed)} changed after its start check failed"
+
+
+def _program_dies_starting(view: View, root: str, status: UnitStatus) -> Human | str | None:
+    """Its program exited with an error before it was serving, and nothing it was
+    started with changed since: a start would fail the same way."""
+    failed = status.failed_command
+    unit_file = view.found.unit_file.get(root)
+    if failed is None or not died_starting(status, failed) or unit_file is None:
+        return None
+    changed = changed_after(unit_file.paths, status.inactive_enter_timestamp, failed.argv)
+    if not changed:
+        episode = _episode(view, root, status)
+        last = episode[-1].message if episode else ""
+        said = f'; its last words: "{cut(last, 160)}"' if last else ""
+        return Human(
+            "config_error",
+            root,
+            f"its program exited with status {failed.status} "
+            f"{failed.ran_seconds:.1f} s after it started, before it was serving, and "
+            f"nothing it was started with changed since{said}",
+            f"It fails while starting: a start would fail the same way until a human "
+            f"fixes what it reads (journalctl -u {root} tells what), then starts it.",
+        )
+    return f"{', '.join(changed)} changed after it failed starting"
+
+
+_CHECKS: tuple[Check, ...] = (
+    _room_on_disk,
+    _files_in_place,
+    _port_free,
+    _setting_it_rejects,
+    _start_check_unchanged,
+    _program_dies_starting,
+)
+
+
+def _episode(view: View, root: str, status: UnitStatus) -> list[JournalLine]:
+    """Its own journal lines of its current trouble (none when its journal was not read)."""
+    tail = view.found.journal.get(root)
+    return leads.own_lines(tail, since(tail, status)) if tail is not None else []
+
+
+def _start_again(
+    view: View, root: str, status: UnitStatus, roots: list[str], checked: list[str]
+) -> Fix:
+    """Nothing that remains stops it: start it again, its start limit cleared first if
+    systemd gave up, then the units that stopped with it."""
+    facts = "; ".join(checked) or "nothing shows a cause that remains"
+    down = view.dependents_down(root, roots)
+    then = [
+        step(
+            "start_unit",
+            unit,
+            {"active_state": ["inactive", "failed"]},
+            f"{unit} depends on {root} and stopped with it; start it again after it.",
+        )
+        for unit in down
+    ]
+    after = f", then {', '.join(down)}, which stopped with it" if down else ""
+    if _start_limit_hit(view, root, status):
+        return _clear_limit_and_start(root, status, facts, then, after)
+    return Fix(
+        [
+            step(
+                "start_unit",
+                root,
+                {"active_state": [status.active_state]},
+                f"{root} is {status.active_state} ({ended(status)}); checked: {facts}; "
+                "so starting it again should bring it back.",
+            ),
+            *then,
+        ],
+        f"Start {status.active_state} {root}{after}",
+    )
+
+
+def _start_limit_hit(view: View, root: str, status: UnitStatus) -> bool:
+    """systemd gave up restarting it: its journal says so, or Result=start-limit-hit."""
+    tail = view.found.journal.get(root)
+    limit = leads.start_limit_hit(tail, since(tail, status)) if tail is not None else None
+    return limit is not None or status.result == "start-limit-hit"
+
+
+def _clear_limit_and_start(
+    root: str, status: UnitStatus, facts: str, then: list[dict[str, Any]], after: str
+) -> Fix:
+    seen = "systemd gave up restarting it (start limit)"
+    return Fix(
+        [
+            step(
+                "reset_failed_unit",
+                root,
+                {"active_state": [status.active_state]},
+                f"{root} is {status.active_state} ({ended(status)}, "
+                f"NRestarts={status.n_restarts}): {seen}. Checked: {facts}. Clearing "
+                "the failed state resets the limit.",
+            ),
+            step(
+                "start_unit",
+                root,
+                {"active_state": ["inactive", "failed"]},
+                f"Start {root} again once its start limit is reset.",
+            ),
+            *then,
+        ],
+        f"Clear the start limit of {root} and start it{after}",
+    )

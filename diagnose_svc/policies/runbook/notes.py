@@ -1,0 +1,91 @@
+"""Notes for a human: the cause that stops a plan, a unit found healthy, several units
+that do not answer with nothing to tell which waits on which, and restarts that do not
+fix it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from diagnose_svc.actions import FinalNote, Transcript
+from diagnose_svc.policies.runbook.outcomes import Human
+from diagnose_svc.policies.runbook.view import View
+from diagnose_svc.policies.runbook.words import cut
+from diagnose_svc.tools import UnitStatus
+
+
+def note(text: str, cause: Human | None = None, kind: str = "", unit: str = "") -> FinalNote:
+    if cause is not None:
+        body: dict[str, Any] = {
+            "kind": cause.kind,
+            "unit": cause.unit,
+            "fact": cut(cause.fact, 480),
+        }
+    else:
+        body = {"kind": kind, "unit": unit or None, "fact": cut(text.split(". ")[0], 480)}
+    return FinalNote(text=text, cause=body)
+
+
+def restarts_not_fixing(unit: str, why: str, transcript: Transcript) -> FinalNote:
+    """What the runbook would do again did not fix it: a human must find why."""
+    tried = "".join(f" {t.line()}." for t in transcript.tried)
+    fact = cut(why, 480)
+    text = (
+        f"{unit}: restarting is not fixing it: {why}.{tried} No plan is proposed: a human "
+        f"must find why it does not stay up (journalctl -u {unit}, systemctl status {unit})."
+    )
+    return FinalNote(
+        text=cut(text, 3900), cause={"kind": "restarts_not_fixing", "unit": unit, "fact": fact}
+    )
+
+
+def human_note(view: View, entry: str, human: Human, roots: list[str]) -> FinalNote:
+    via = ""
+    if human.unit != entry:
+        chain = view.failing(entry)
+        via = (
+            f"{entry} is failing ({chain}) because of {human.unit}, which it needs. "
+            if chain
+            else ""
+        )
+    others = [r for r in roots if r != human.unit]
+    more = f" Also failing: {', '.join(others)}." if others else ""
+    text = f"{via}{human.unit}: {human.fact}. {human.advice} No plan is proposed.{more}"
+    return note(cut(text, 3900), human)
+
+
+def healthy(view: View, unit: str, status: UnitStatus) -> FinalNote:
+    answered = [h for h in view.found.health.values() if h.outcome == "ok"]
+    health = (
+        "health target(s) " + ", ".join(f"{h.target} answered {h.status}" for h in answered)
+        if answered
+        else "no health target is configured for it, so only systemd's view was checked"
+    )
+    recovered = (
+        f" It has recovered: systemd restarted it {status.n_restarts} times "
+        f"(NRestarts={status.n_restarts})."
+        if status.n_restarts
+        else ""
+    )
+    since = status.active_enter_timestamp
+    since_words = f" since {since:%Y-%m-%d %H:%M:%S} UTC" if since else ""
+    fact = f"{unit} is {status.active_state}/{status.sub_state}{since_words}; {health}"
+    return note(
+        f"{fact}.{recovered} Nothing it depends on is failing. No change is warranted.",
+        Human("healthy", unit, fact, ""),
+    )
+
+
+def which_waits(view: View, silent: list[str]) -> Human:
+    """Several running units do not answer, none of them stopped or stuck, and no
+    dependency says which waits on which (a proxy and its upstream with no systemd
+    edge between them): restarting the wrong one is the 3 a.m. mistake."""
+    words = "; ".join(f"{u}: {view.failing(u)}" for u in silent)
+    return Human(
+        "unknown",
+        silent[0],
+        f"{', '.join(silent)} run but do not answer ({words}); none has a stopped "
+        "process, and no dependency between them says which waits on which",
+        "A human must tell which one is slow (its own logs, or curl each directly); no "
+        "restart is proposed, since restarting a proxy for its upstream's fault hides "
+        "the fault.",
+    )

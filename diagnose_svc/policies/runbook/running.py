@@ -1,0 +1,130 @@
+"""A root that runs but fails: a reload that failed (a note: it runs the previous
+configuration), a process that is stopped or does not answer (restarted, pinned to its
+invocation), connections refused (its port held by another process, or a note), answers
+of errors after a file it was started with changed (reloaded), or else its own fault (a
+note)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from diagnose_svc.policies import leads
+from diagnose_svc.policies.runbook.outcomes import Fix, Human, pinned, step
+from diagnose_svc.policies.runbook.port_held import port_held
+from diagnose_svc.policies.runbook.view import View
+from diagnose_svc.policies.runbook.words import health_words
+from diagnose_svc.tools import HealthResult, UnitStatus
+
+
+def decide_running(view: View, root: str, status: UnitStatus) -> Human | Fix:
+    """What to do about ``root``, which systemd says runs but which fails."""
+    failed_reload = view.reload_failed(root)
+    if failed_reload:
+        return Human(
+            "config_error",
+            root,
+            f"{root} runs, but its last reload failed ({failed_reload}): it runs the "
+            "previous configuration",
+            "A human must fix the configuration and reload again; a restart would load "
+            "the broken one and take it down.",
+        )
+    stuck = view.process_stuck(root)
+    bad = view.health_failing(root)
+    if stuck or any(h.outcome == "timeout" for h in bad):
+        return _restart_unanswering(root, status, stuck, bad)
+    refused = [h for h in bad if h.outcome in ("connection_refused", "connection_error")]
+    if refused:
+        return _refused(view, root, refused)
+    reloaded = _load_changed(view, root, status, bad)
+    if reloaded is not None:
+        return reloaded
+    first = bad[0] if bad else None
+    what = f"health target {first.target} {health_words(first)}" if first else "it fails"
+    return Human(
+        "app_error",
+        root,
+        f"{root} is active and its dependencies are healthy, but {what}",
+        f"Its own logs (journalctl -u {root}) tell why; nothing it was started with changed, "
+        "so no restart or reload is proposed.",
+    )
+
+
+def _restart_unanswering(
+    root: str, status: UnitStatus, stuck: str | None, bad: list[HealthResult]
+) -> Fix:
+    """Its process is stopped, or its health target times out: alive but not serving."""
+    why = stuck or "; ".join(f"health target {h.target} {health_words(h)}" for h in bad)
+    return Fix(
+        [
+            step(
+                "restart_unit",
+                root,
+                pinned(status),
+                f"{root} is active (invocation {status.invocation_id[:12]}) but {why}: "
+                "it is alive but not serving. Its dependencies are healthy.",
+            )
+        ],
+        f"Restart {root}, which runs but does not answer",
+    )
+
+
+def _refused(view: View, root: str, refused: list[HealthResult]) -> Human:
+    """It runs but refuses connections: another process holds its port, or it does not
+    listen where its health target expects."""
+    held = port_held(view, root)
+    if held is not None:
+        return held
+    return Human(
+        "app_error",
+        root,
+        f"{root} is active but health target {refused[0].target} {health_words(refused[0])}",
+        f"Check that {root} listens where the target expects (and that nothing else "
+        "does); no restart is proposed.",
+    )
+
+
+def _load_changed(view: View, root: str, status: UnitStatus, bad: list[HealthResult]) -> Fix | None:
+    """It answers errors and a file it was started with (not its program) changed after
+    it last loaded them: reload it (or restart it, when it cannot reload)."""
+    unit_file = view.found.unit_file.get(root)
+    loaded = _last_loaded(view, root, status)
+    if unit_file is None or loaded is None:
+        return None
+    changed = [
+        p.path
+        for p in unit_file.paths
+        if p.modified is not None and p.modified > loaded and not p.role.endswith("program")
+    ]
+    if not changed:
+        return None
+    tool = "reload_unit" if status.can_reload else "restart_unit"
+    return Fix(
+        [
+            step(
+                tool,
+                root,
+                pinned(status),
+                f"{root} answers {bad[0].status if bad else 'errors'} while its "
+                f"dependencies are healthy, and {', '.join(changed)} changed after it "
+                f"last loaded it ({loaded:%H:%M:%S} UTC): it serves the old one.",
+            )
+        ],
+        f"{'Reload' if status.can_reload else 'Restart'} {root} to load its changed configuration",
+    )
+
+
+def _last_loaded(view: View, root: str, status: UnitStatus) -> datetime | None:
+    """When it last read its configuration: its main process's start, or its last
+    reload its journal shows, whichever is later."""
+    tail = view.found.journal.get(root)
+    return max(
+        [
+            t
+            for t in (
+                status.exec_main_start_timestamp,
+                leads.last_reload(tail) if tail else None,
+            )
+            if t
+        ],
+        default=None,
+    )

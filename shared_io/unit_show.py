@@ -1,0 +1,189 @@
+"""What systemd says of a unit, read one way: ``systemctl show``, parsed at once into
+frozen values.
+
+Every half reads unit state through :func:`show`: the diagnosis's read tools, the
+executor's check of a step's precondition right before it runs, the console's and the
+approval page's live state, and the console's look at the apply units. It asks for
+timestamps in UTC with microseconds (``--timestamp=us+utc``), refuses output it cut
+(``output_limit``) and a block count that is not one per unit asked, and turns every
+failure into :class:`~shared_io.errors.UnitStateError` with systemctl's own words: a state
+that could not be read is an error the caller says ("live state unknown: ..."), never an
+empty state.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import MappingProxyType
+
+from shared_io.errors import UnitStateError
+from shared_io.run import run
+
+#: Seconds ``systemctl show`` may take unless the caller says otherwise.
+SHOW_TIMEOUT = 15.0
+#: Characters of output read by default: far more than any unit's properties.
+SHOW_OUTPUT_LIMIT = 256 * 1024
+#: What :func:`read_unit_state` asks for.
+STATE_PROPERTIES = ("LoadState", "ActiveState", "SubState", "InvocationID")
+
+_TIMESTAMP = re.compile(
+    r"(?:[A-Z][a-z]{2} )?(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2})(\.\d{1,6})? UTC"
+)
+_SPAN = re.compile(r"(\d+(?:\.\d+)?)(us|ms|s|min|h|d|w|month|y)")
+_SPAN_SECONDS = {
+    "us": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "min": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+    "w": 604800.0,
+    "month": 2629800.0,
+    "y": 31557600.0,
+}
+
+
+class UnitProperties(Mapping[str, str]):
+    """The properties ``systemctl show`` printed for one unit, read-only: a property it
+    did not print reads as ``""`` through :meth:`get` (systemd prints nothing for a
+    property it does not know)."""
+
+    __slots__ = ("_values", "unit")
+
+    def __init__(self, unit: str, values: Mapping[str, str]) -> None:
+        self.unit = unit
+        self._values = MappingProxyType(dict(values))
+
+    def __getitem__(self, key: str) -> str:
+        return self._values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"UnitProperties({self.unit!r}, {dict(self._values)!r})"
+
+
+@dataclass(frozen=True)
+class UnitState:
+    """A unit's load, active and sub state and its invocation, as systemd says now."""
+
+    unit: str
+    load_state: str
+    active_state: str
+    sub_state: str
+    invocation_id: str
+
+    def describe(self) -> str:
+        return f"{self.unit} is {self.active_state}/{self.sub_state} (load: {self.load_state})"
+
+
+def show(
+    units: Sequence[str],
+    properties: Sequence[str],
+    *,
+    timeout: float = SHOW_TIMEOUT,
+    output_limit: int = SHOW_OUTPUT_LIMIT,
+) -> list[UnitProperties]:
+    """``systemctl show`` of ``properties`` for each of ``units``, in order; UnitStateError
+    when systemctl fails, its output was cut, or it is not one block per unit."""
+    argv = [
+        "systemctl",
+        "show",
+        "--no-pager",
+        "--timestamp=us+utc",
+        "--property=" + ",".join(properties),
+        "--",
+        *units,
+    ]
+    result = run(argv, timeout=timeout, output_limit=output_limit)
+    named = ", ".join(units[:3]) + (f" and {len(units) - 3} more" if len(units) > 3 else "")
+    if not result.ok:
+        said = " ".join((result.stderr or result.stdout or result.error).split())[:200]
+        raise UnitStateError(f"cannot read the state of {named}: {said or result.error}")
+    if result.truncated:
+        raise UnitStateError(
+            f"cannot read the state of {named}: systemctl show printed more than "
+            f"{output_limit} characters"
+        )
+    blocks = parse_show(result.stdout)
+    if len(blocks) != len(units):
+        raise UnitStateError(
+            f"cannot read the state of {named}: systemctl show printed {len(blocks)} "
+            f"blocks for {len(units)} units",
+            hint="this systemd's output is not what opsbot expects",
+        )
+    return [UnitProperties(unit, block) for unit, block in zip(units, blocks, strict=True)]
+
+
+def read_unit_state(unit: str, timeout: float = SHOW_TIMEOUT) -> UnitState:
+    """``unit``'s load, active and sub state and invocation id; UnitStateError if systemd
+    could not say."""
+    [values] = show([unit], STATE_PROPERTIES, timeout=timeout)
+    return UnitState(
+        unit=unit,
+        load_state=values.get("LoadState", ""),
+        active_state=values.get("ActiveState", ""),
+        sub_state=values.get("SubState", ""),
+        invocation_id=values.get("InvocationID", ""),
+    )
+
+
+# -- values -----------------------------------------------------------------------------
+
+
+def parse_show(text: str) -> list[dict[str, str]]:
+    """Split ``systemctl show`` output into one {property: value} dict per unit."""
+    blocks: list[dict[str, str]] = []
+    current: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if current:
+                blocks.append(current)
+                current = {}
+            continue
+        key, sep, value = line.partition("=")
+        if sep:
+            current[key] = value
+    if current:
+        blocks.append(current)
+    return blocks
+
+
+def parse_timestamp(value: str) -> datetime | None:
+    """A ``--timestamp=us+utc`` (or plain ``utc``) value as an aware datetime; None if unset."""
+    match = _TIMESTAMP.fullmatch(value.strip())
+    if match is None:
+        return None
+    day, clock, fraction = match.groups()
+    micro = int((fraction or ".0")[1:].ljust(6, "0"))
+    return datetime.fromisoformat(f"{day}T{clock}").replace(microsecond=micro, tzinfo=UTC)
+
+
+def parse_timespan(value: str) -> float | None:
+    """A timespan as ``systemctl show`` prints it ("2h 51min 25.545956s") in seconds;
+    None when unset or not a timespan."""
+    words = value.split()
+    if not words:
+        return None
+    total = 0.0
+    for word in words:
+        match = _SPAN.fullmatch(word)
+        if match is None:
+            return None
+        total += float(match.group(1)) * _SPAN_SECONDS[match.group(2)]
+    return total
+
+
+def parse_int(value: str) -> int:
+    """An integer property; systemd prints '' or '[not set]' for none, read as 0."""
+    try:
+        return int(value)
+    except ValueError:
+        return 0
