@@ -12,22 +12,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import structlog
 
 from testbed.skips import skip_unless
 from tests.integration.conftest import container, opsbot  # noqa: F401
-
-HERE = Path(__file__).resolve().parent
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test collected below this directory with ``integration``."""
-    for item in items:
-        if Path(item.path).resolve().is_relative_to(HERE):
-            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -11,15 +10,6 @@ from testbed.container import BootedSystemd, can_boot
 from testbed.host import TEST_CONFIG, install_demo_units, install_opsbot
 from testbed.phone import Phone, set_up_phone, tear_down_phone
 from testbed.skips import skip_unless
-
-HERE = Path(__file__).resolve().parent
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test collected below this directory with ``integration``."""
-    for item in items:
-        if Path(item.path).resolve().is_relative_to(HERE):
-            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(scope="session")

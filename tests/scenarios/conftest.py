@@ -9,7 +9,6 @@ renamed); ``stack`` resets it to healthy before and after each test.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -18,17 +17,9 @@ from testbed.host import REPO
 from testbed.stack import DEFAULT_STACK, RENAMED_STACK, Stack, install, reset, uninstall
 from tests.integration import conftest as integration
 
-HERE = Path(__file__).resolve().parent
 #: The booted container: tests/integration's session fixture, registered here too.
 container = integration.container
 STACKS = {"default": DEFAULT_STACK, "renamed": RENAMED_STACK}
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark every test collected below this directory with ``integration``."""
-    for item in items:
-        if Path(item.path).resolve().is_relative_to(HERE):
-            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ from plans import PlanStore, StatusRecord, approval_path, check_approval, utcnow
 from shared_schema import Approval, PlanState
 from tests.unit.console.scripted_journal import ScriptedJournal, install
 from tests.unit.executor.conftest import RunningExecutor
-from tests.unit.executor.helpers import approved, plan_of, restart_argv, step, submitted
+from tests.unit.plans.helpers import approved, plan_of, restart_argv, step, submitted
 
 # The subcommands the module docstring documents ("    opsbot NAME ...").
 SUBCOMMANDS = re.findall(r"^    opsbot ([a-z-]+)", cli.__doc__ or "", re.MULTILINE)

@@ -12,7 +12,7 @@ import pytest
 from opsbot_cli.main import main
 from plans import PlanStore, approval_path, used_dir, utcnow, write_approval
 from tests.unit.console.scripted_journal import EXECUTOR_UID, ScriptedJournal, install
-from tests.unit.executor.helpers import edit_record, plan_of, step, submitted
+from tests.unit.plans.helpers import edit_record, plan_of, step, submitted
 
 MALLORY = 1000
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from opsbot_cli.follow import follow
 from plans import PlanStore, StatusRecord
 from shared_schema import PlanState
-from tests.unit.executor.helpers import plan_of, submitted
+from tests.unit.plans.helpers import plan_of, submitted
 
 
 class Clock:

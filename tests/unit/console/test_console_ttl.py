@@ -12,7 +12,7 @@ from plans import PlanStore, approval_path, utcnow
 from shared_schema import Approval, PlanState
 from shared_schema.timespan import parse_timespan
 from tests.unit.console.scripted_journal import ScriptedJournal, install
-from tests.unit.executor.helpers import plan_of, submitted
+from tests.unit.plans.helpers import plan_of, submitted
 
 CEILING = 4 * 3600
 

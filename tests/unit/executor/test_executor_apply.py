@@ -16,8 +16,7 @@ from executor_svc.apply import Applier
 from plans import ALLOWED, PlanStore, StatusRecord, TransitionRefused, transition, write_approval
 from shared_io.run import run
 from shared_schema import ExecutorPolicy, PlanState, StepRecord
-
-from .helpers import (
+from tests.unit.plans.helpers import (
     INVOCATION,
     NOW,
     POLICY,

@@ -21,9 +21,9 @@ from shared_schema import (
     encode_message,
     parse_reply,
 )
+from tests.unit.plans.helpers import plan_of, step
 
 from .conftest import RunningExecutor
-from .helpers import plan_of, step
 
 
 class Client:

@@ -21,8 +21,7 @@ from shared_schema import (
     ShowPlan,
     SubmitPlan,
 )
-
-from .helpers import NOW, POLICY, edit_record, plan_of, restart_argv, step
+from tests.unit.plans.helpers import NOW, POLICY, edit_record, plan_of, restart_argv, step
 
 DIAGNOSE = Peer(pid=4242, uid=998, gid=998, user="opsbot-diagnose", role=Role.DIAGNOSE)
 OPERATOR = Peer(pid=5151, uid=1000, gid=1000, user="alice", role=Role.OPERATOR)

@@ -26,8 +26,7 @@ from executor_svc.service import ExecutorService
 from plans import PlanStore, utcnow
 from shared_io.admission import Refusal
 from shared_schema import ExecutorPolicy, ListPlans, PlanList, Reject, encode_message, parse_reply
-
-from .helpers import POLICY
+from tests.unit.plans.helpers import POLICY
 
 LIST = encode_message(ListPlans())
 

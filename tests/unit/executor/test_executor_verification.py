@@ -23,8 +23,16 @@ from shared_schema import (
     Revise,
     SubmitPlan,
 )
-
-from .helpers import POLICY, Clock, Systemctl, approved, plan_of, step, submitted, unit_in
+from tests.unit.plans.helpers import (
+    POLICY,
+    Clock,
+    Systemctl,
+    approved,
+    plan_of,
+    step,
+    submitted,
+    unit_in,
+)
 
 S = PlanState
 DIAGNOSE = Peer(pid=4242, uid=998, gid=998, user="opsbot-diagnose", role=Role.DIAGNOSE)

@@ -19,7 +19,7 @@ import httpx
 from shared_io import exit_codes
 from testbed.scripted_approver import ScriptedApprover
 from testbed.skips import skip_unless
-from tests.unit.test_contracts import imported_modules, python_files
+from tests.unit.repo.test_contracts import imported_modules, python_files
 from tests.unit.web.conftest import APPROVE
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from testbed.skips import skip_unless
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 
 

@@ -20,7 +20,7 @@ from structlog.testing import capture_logs
 from notify_svc.run import Summary, notify
 from shared_schema.approver_socket import Notice
 from shared_schema.config import OpsbotConfig
-from tests.unit.test_notify_support import (
+from tests.unit.notify.test_notify_support import (
     PLAN_ID,
     SHA256,
     Sleeps,

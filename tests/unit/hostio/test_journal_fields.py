@@ -22,7 +22,7 @@ from shared_io.run import run
 from shared_schema import DiagnoseSettings
 from tests.unit.diagnose import recorded
 from tests.unit.diagnose.helpers import FakeSubmitter, RecordedHost, ScriptedPolicy, accept
-from tests.unit.executor.helpers import (
+from tests.unit.plans.helpers import (
     NOW,
     POLICY,
     Systemctl,
@@ -32,7 +32,7 @@ from tests.unit.executor.helpers import (
     unit_in,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 #: Each program and the SYSLOG_IDENTIFIER it logs as.
 IDENTIFIERS = {
     "opsbot": "opsbot",

@@ -16,7 +16,7 @@ from structlog.testing import capture_logs
 
 from notify_svc.main import main
 from notify_svc.run import MAX_ROUNDS, notify
-from tests.unit.test_notify_support import (
+from tests.unit.notify.test_notify_support import (
     PLAN_ID,
     Sleeps,
     always,

@@ -30,7 +30,7 @@ from shared_schema.approver_socket import (
     Viewed,
     parse_approver_reply,
 )
-from tests.unit.approver_bench import Bench, bench
+from tests.unit.approver.bench import Bench, bench
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 PLUGIN = (
-    Path(__file__).resolve().parents[2]
+    Path(__file__).resolve().parents[3]
     / "packaging/ansible/ansible_collections/opsbot/fleet/plugins/filter/fleet_report.py"
 )
 

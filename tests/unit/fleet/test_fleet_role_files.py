@@ -25,7 +25,7 @@ from shared_schema import OpsbotConfig
 from testbed.readme import block, commands, enabled_units
 from testbed.stack import DEFAULT_STACK, HEALTH_TIMEOUT, Stack
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 ROLE = REPO / "packaging/ansible/ansible_collections/opsbot/fleet/roles/opsbot"
 INSTALL_SH = REPO / "packaging/install.sh"
 SHARE = "share/opsbot"

@@ -30,8 +30,7 @@ from plans import (
 from shared_schema import Approval, ExecutorPolicy, PlanState, canonical_json
 from shared_schema.config import ApplyWindow
 from shared_schema.executor_socket import WindowWait
-from tests.unit.executor.conftest import _fresh_logging  # noqa: F401
-from tests.unit.executor.helpers import (
+from tests.unit.plans.helpers import (
     POLICY,
     Clock,
     Systemctl,

@@ -19,8 +19,8 @@ from approver_svc import tokens
 from plans import PlanStore, approval_path
 from shared_schema import PlanState
 from shared_schema.approver_socket import Announce, Decide, Decided, Refused, View
-from tests.unit.approver_bench import Bench, bench
-from tests.unit.executor.helpers import edit_record, plan_of, step
+from tests.unit.approver.bench import Bench, bench
+from tests.unit.plans.helpers import edit_record, plan_of, step
 
 
 @pytest.fixture(autouse=True)
@@ -300,7 +300,7 @@ def test_anyone_else_is_refused_before_a_byte_is_read(
     """A uid that is neither relay (root on the host by hand, say) is refused at once,
     whatever it sends."""
     from approver_svc.daemon import Server
-    from tests.unit.approver_bench import OTHER, listening, serving
+    from tests.unit.approver.bench import OTHER, listening, serving
 
     with bench(tmp_path, store, approvals_dir) as running:
         path = tmp_path / "neither.sock"

@@ -13,8 +13,8 @@ import pytest
 from plans import PlanStore, approval_path
 from shared_schema.approver_socket import Decided, Viewed
 from shared_schema.config import ApplyWindow
-from tests.unit.approver_bench import Bench, bench
-from tests.unit.executor.helpers import NOW, POLICY
+from tests.unit.approver.bench import Bench, bench
+from tests.unit.plans.helpers import NOW, POLICY
 
 WINDOWED = POLICY.model_copy(
     update={"apply_window": [ApplyWindow(start="*-*-* 02:00", duration="2h")]}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ANSIBLE = Path(__file__).resolve().parents[2] / "packaging" / "ansible"
+ANSIBLE = Path(__file__).resolve().parents[3] / "packaging" / "ansible"
 COLLECTION = ANSIBLE / "ansible_collections" / "opsbot" / "fleet"
 LINT = Path(sys.executable).parent / "ansible-lint"
 

@@ -21,7 +21,7 @@ from opsbot_cli import plain
 from shared_schema import Plan
 from shared_schema.executor_socket import PlanDetail, PlanSummary
 
-COLLECTIONS = Path(__file__).resolve().parents[2] / "packaging" / "ansible"
+COLLECTIONS = Path(__file__).resolve().parents[3] / "packaging" / "ansible"
 MODULES = COLLECTIONS / "ansible_collections" / "opsbot" / "fleet" / "plugins" / "modules"
 PLAN_ID = "20261201-213000-0a1b2c3d"
 OTHER_ID = "20261201-213500-0f0f0f0f"

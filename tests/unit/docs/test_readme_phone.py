@@ -11,7 +11,7 @@ from pathlib import Path
 from shared_schema import OpsbotConfig
 from testbed.readme import block
 
-UNITS = Path(__file__).resolve().parents[2] / "units"
+UNITS = Path(__file__).resolve().parents[3] / "units"
 
 
 def test_the_phone_config_in_the_readme_is_valid() -> None:

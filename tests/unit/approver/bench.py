@@ -42,7 +42,7 @@ from shared_schema.approver_socket import (
     parse_approver_reply,
 )
 from shared_schema.config import ApproverSettings
-from tests.unit.executor.helpers import NOW, POLICY, Clock, submitted
+from tests.unit.plans.helpers import NOW, POLICY, Clock, submitted
 
 SECRETS = {"alice": pyotp.random_base32(), "bob": pyotp.random_base32()}
 ME = pwd.getpwuid(os.getuid()).pw_name
@@ -76,7 +76,7 @@ class Bench:
 
     def submit(self, record: PlanRecord | None = None, **plan: object) -> PlanRecord:
         """A plan diagnosis submitted, as the executor logged accepting it."""
-        from tests.unit.executor.helpers import plan_of, step
+        from tests.unit.plans.helpers import plan_of, step
 
         if record is None:
             unit = str(plan.get("unit", "nginx.service"))

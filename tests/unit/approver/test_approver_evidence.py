@@ -20,8 +20,8 @@ from executor_svc.service import ExecutorService
 from plans import PlanStore
 from shared_schema import Accept, SubmitPlan, encode_message
 from shared_schema.approver_socket import Viewed
-from tests.unit.approver_bench import Bench, bench
-from tests.unit.executor.helpers import NOW, POLICY, plan_of
+from tests.unit.approver.bench import Bench, bench
+from tests.unit.plans.helpers import NOW, POLICY, plan_of
 
 DIAGNOSE = Peer(pid=4242, uid=998, gid=998, user="opsbot-diagnose", role=Role.DIAGNOSE)
 SEEN = [

@@ -8,7 +8,7 @@ from __future__ import annotations
 import shlex
 
 from notify_svc.message import render, subject
-from tests.unit.test_notify_support import PLAN_ID, SHA256, notice, plan_view, token
+from tests.unit.notify.test_notify_support import PLAN_ID, SHA256, notice, plan_view, token
 
 BASE = "https://ops.example.com/opsbot"
 

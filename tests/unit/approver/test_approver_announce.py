@@ -17,8 +17,8 @@ from approver_svc import tokens
 from plans import PlanStore
 from shared_schema import PlanState
 from shared_schema.approver_socket import Announce, Refused, Viewed
-from tests.unit.approver_bench import Bench, bench
-from tests.unit.executor.helpers import NOW, approved, edit_record, plan_of, step, submitted
+from tests.unit.approver.bench import Bench, bench
+from tests.unit.plans.helpers import NOW, approved, edit_record, plan_of, step, submitted
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,7 @@ from notify_svc.retry import backoff
 from notify_svc.run import Summary, notify
 from shared_schema.approver_socket import Notice
 from shared_schema.config import OpsbotConfig
-from tests.unit.test_notify_support import (
+from tests.unit.notify.test_notify_support import (
     PLAN_ID,
     SHA256,
     Receiver,
@@ -435,6 +435,6 @@ def test_the_backoff_doubles_from_one_second_and_is_capped() -> None:
 
 
 def _plan_with_goal(goal: str):  # type: ignore[no-untyped-def]
-    from tests.unit.test_notify_support import plan_view
+    from tests.unit.notify.test_notify_support import plan_view
 
     return plan_view(goal=goal)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_fleet_modules import COLLECTIONS, Host, detail
+from tests.unit.fleet.test_fleet_modules import COLLECTIONS, Host, detail
 
 PLAYBOOKS = COLLECTIONS / "ansible_collections" / "opsbot" / "fleet" / "playbooks"
 PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"

@@ -24,8 +24,7 @@ from shared_schema.config import ApplyWindow
 from shared_schema.executor_socket import WindowWait
 from testbed.canned_executor import detail_of, listing_of, summary_of
 from tests.unit.console.scripted_journal import ScriptedJournal, install
-from tests.unit.executor.conftest import _fresh_logging  # noqa: F401
-from tests.unit.executor.helpers import plan_of, submitted
+from tests.unit.plans.helpers import plan_of, submitted
 
 NOW = datetime.now(UTC)
 #: A window that opens three hours from now, for an hour.
