@@ -32,7 +32,7 @@ from diagnose_svc.tools import (
 from diagnose_svc.tools.list_failed_units import parse_failed_units
 from diagnose_svc.tools.read_unit_status import parse_unit_status
 from diagnose_svc.tools.tail_journal import fit
-from shared_schema import Accept, DiagnoseSettings, parse_plan
+from shared_schema import Accept, DiagnoseSettings, Plan
 
 
 def _show(unit: str, state: str, result: str) -> dict[str, str]:
@@ -117,12 +117,9 @@ class InstantSubmitter:
     def __init__(self, clock: _Clock) -> None:
         self.clock = clock
 
-    def submit(
-        self, plan: dict[str, Any], run_id: str, symptom: str, evidence: Sequence[str] = ()
-    ) -> Accept:
+    def submit(self, plan: Plan, run_id: str, symptom: str, evidence: Sequence[str] = ()) -> Accept:
         started = time.perf_counter()
-        parsed = parse_plan(plan)
-        reply = Accept(plan_id="20261129-220000-0a1b2c3d", sha256=parsed.fingerprint())  # type: ignore[union-attr]
+        reply = Accept(plan_id="20261129-220000-0a1b2c3d", sha256=plan.fingerprint())
         self.clock.spent += time.perf_counter() - started
         return reply
 

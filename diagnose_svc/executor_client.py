@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import structlog
 
@@ -31,6 +30,7 @@ from shared_schema import (
     Accept,
     Pending,
     PendingVerification,
+    Plan,
     Recorded,
     Reject,
     ReplyModel,
@@ -171,10 +171,12 @@ class ExecutorClient:
         )
 
     def submit(
-        self, plan: dict[str, Any], run_id: str, symptom: str, evidence: Sequence[str] = ()
+        self, plan: Plan, run_id: str, symptom: str, evidence: Sequence[str] = ()
     ) -> SubmitReply:
+        """``plan`` written on the wire once, in its canonical form (what the executor
+        stores and fingerprints)."""
         request = SubmitPlanRequest(
-            plan=plan,
+            plan=plan.model_dump(mode="json", exclude_none=True),
             run_id=run_id,
             symptom=symptom[:SYMPTOM_LIMIT] or None,
             evidence=[line[:EVIDENCE_CHARS] for line in evidence[:EVIDENCE_LINES]],

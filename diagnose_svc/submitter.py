@@ -7,20 +7,21 @@ it over the executor's Unix socket.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
-from shared_schema import Accept, Reject, Revise
+from shared_schema import Accept, Plan, Reject, Revise
 
 SubmitReply = Accept | Revise | Reject
 
 
 class Submitter(Protocol):
-    """Submits a plan (a JSON object) and returns the executor's verdict on it.
+    """Submits a validated plan and returns the executor's verdict on it: the plan stays
+    a ``Plan`` until the client writes it on the wire, once.
 
     Raises ExecutorError (diagnose_svc.errors) when the executor cannot be asked.
     """
 
     def submit(
-        self, plan: dict[str, Any], run_id: str, symptom: str, evidence: Sequence[str] = ()
+        self, plan: Plan, run_id: str, symptom: str, evidence: Sequence[str] = ()
     ) -> SubmitReply:
         """``evidence``: what the run saw, at most two lines (shown to the approver)."""

@@ -20,7 +20,10 @@ from notify_svc.errors import CredentialError
 from shared_io.trusted import untrusted_reason
 
 MAX_CREDENTIAL_BYTES = 65536
-HINT = "put it in /etc/opsbot/notify/<channel> (root's, mode 0600); see README.md"
+HINT = (
+    "put it in /etc/opsbot/notify/<channel> (root's, mode 0600); "
+    "see docs/operating.md, 'Secrets and approvers'"
+)
 
 
 def credential_name(channel: str) -> str:

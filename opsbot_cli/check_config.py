@@ -37,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=run)
 
 
-#: Credential files README.md suggests next to the config (LoadCredential= sources).
+#: Credential files docs/operating.md suggests next to the config (LoadCredential= sources).
 CREDENTIAL_FILES = ("llm_api_key", "llm_api_url", "llm_model")
 
 

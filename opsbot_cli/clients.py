@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from opsbot_cli import plain
+from opsbot_cli import wire
 from opsbot_cli.errors import ConsoleError
 from shared_io import framing
 from shared_io.errors import PeerProtocolError, SocketUnavailable
@@ -81,31 +81,31 @@ def _unreachable(exc: SocketUnavailable, daemon: str, unit: str) -> ConsoleError
     return ConsoleError(f"cannot talk to the {daemon} at {exc.path}: {exc.what}", hint=hint)
 
 
-def request_plain(path: Path, line: bytes, timeout: float = EXECUTOR_TIMEOUT) -> dict[str, Any]:
-    """One request line to the executor (opsbot_cli.plain builds it), its one reply as a
+def request_json(path: Path, line: bytes, timeout: float = EXECUTOR_TIMEOUT) -> dict[str, Any]:
+    """One request line to the executor (opsbot_cli.wire builds it), its one reply as a
     JSON object that speaks the protocol; its shape is the caller's to check."""
     try:
-        reply = framing.exchange(path, line, limit=plain.MAX_REPLY_BYTES, timeout=timeout)
+        reply = framing.exchange(path, line, limit=wire.max_reply_bytes(), timeout=timeout)
     except SocketUnavailable as exc:
         raise _unreachable(exc, "executor", "opsbot-executor.socket") from exc
     try:
-        return plain.decode_reply(reply)
-    except plain.MalformedReply as exc:
+        return wire.decode_reply(reply)
+    except wire.MalformedReply as exc:
         raise malformed(exc.what) from exc
 
 
-def ask_plain(
+def ask_json(
     path: Path, line: bytes, shape: Callable[[dict[str, Any]], dict[str, Any] | str]
 ) -> dict[str, Any]:
-    """:func:`request_plain`, its reply checked by ``shape`` (opsbot_cli.plain's
+    """:func:`request_json`, its reply checked by ``shape`` (opsbot_cli.wire's
     ``plan_list``, ``plan_detail``): what it returns, or the executor's refusal as one
     line, or a malformed reply said as one."""
     from opsbot_cli.screen import printable
 
-    reply = request_plain(path, line)
+    reply = request_json(path, line)
     try:
         shaped = shape(reply)
-    except plain.MalformedReply as exc:
+    except wire.MalformedReply as exc:
         raise malformed(exc.what) from exc
     if isinstance(shaped, str):
         raise ConsoleError(printable(shaped))

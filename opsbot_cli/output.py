@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import os
 import pwd
+from datetime import datetime
 from typing import Any
 
 from opsbot_cli.errors import UsageError
-from opsbot_cli.plain import is_plan_id
 from opsbot_cli.screen import WIDTH, json_text, printable, when
 from opsbot_cli.screen import cut as screen_cut
+from plans import wait_text
+from shared_schema.names import is_valid_plan_id, is_valid_unit_name
 
 __all__ = [
     "WIDTH",
@@ -84,7 +86,7 @@ def operator_name() -> str:
 
 
 def plan_id_arg(value: str) -> str:
-    if not is_plan_id(value):
+    if not is_valid_plan_id(value):
         raise UsageError(
             f"{printable(value[:80])!r} is not a plan id",
             hint="ids look like 20261129-213500-1a2b3c4d; `opsbot plans` lists them",
@@ -93,8 +95,6 @@ def plan_id_arg(value: str) -> str:
 
 
 def unit_arg(value: str) -> str:
-    from shared_schema import is_valid_unit_name  # the verbs taking a unit load it anyway
-
     if "." not in value:
         value += ".service"
     if not is_valid_unit_name(value):
@@ -103,3 +103,16 @@ def unit_arg(value: str) -> str:
             hint="e.g. nginx.service, app.service, foo@bar.service",
         )
     return value
+
+
+def window_words(wait: dict[str, Any] | None, long: bool = True) -> str:
+    """When an APPROVED plan waiting for its apply window runs (the executor's
+    ``waits_for_window``, as JSON), in plans.wait_text's words."""
+    if wait is None:
+        return "at the next apply"
+    opens, closes = wait.get("opens_at"), wait.get("closes_at")
+    return wait_text(
+        datetime.fromisoformat(opens) if opens else None,
+        datetime.fromisoformat(closes) if closes else None,
+        long=long,
+    )

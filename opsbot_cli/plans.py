@@ -2,7 +2,8 @@
 list-units`` lists units: a header, a line a plan of at most 100 columns (``--full``:
 whole), a footer; ``--state`` and ``--since`` to filter, ``--no-legend``, a pager on a
 terminal. Where an approved plan waits for its apply window, a RUNS column says when
-the window opens. Plain JSON (opsbot_cli.plain): no model is built."""
+the window opens. The reply is checked with the models' generated JSON Schema
+(opsbot_cli.wire): no model is built."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from opsbot_cli import plain, screen
-from opsbot_cli.clients import ask_plain
+from opsbot_cli import screen, wire
+from opsbot_cli.clients import ask_json
 from opsbot_cli.errors import UsageError
+from opsbot_cli.output import window_words
 from opsbot_cli.screen import cut, printable, when
 from shared_io.paths import Paths
+from shared_schema.states import PlanState
+from shared_schema.timespan import parse_timespan
 
 SUMMARY = "list plans with their states"
 EPILOG = """\
@@ -43,7 +47,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=[],
         metavar="STATE",
         help="only plans in STATE (any case; repeat it or separate with commas): "
-        + ", ".join(s.value for s in plain.PlanState),
+        + ", ".join(s.value for s in PlanState),
     )
     p.add_argument(
         "--since",
@@ -65,7 +69,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def states_arg(values: list[str]) -> set[str]:
     """``--state`` values, each a plan state in any case; a bad one is a usage error."""
-    known = {s.value for s in plain.PlanState}
+    known = {s.value for s in PlanState}
     wanted = set()
     for value in values:
         for word in value.split(","):
@@ -86,7 +90,7 @@ def since_arg(value: str, now: float) -> datetime:
     whose zone is UTC, and a zone name other than UTC is not understood here)."""
     text = value.strip()
     span = text.removeprefix("-").removesuffix("ago").strip()
-    seconds = plain.parse_timespan(span) if text else None
+    seconds = parse_timespan(span) if text else None
     if seconds is not None:
         try:
             return datetime.fromtimestamp(now - seconds, UTC)
@@ -108,7 +112,7 @@ def since_arg(value: str, now: float) -> datetime:
 def run(args: argparse.Namespace, paths: Paths) -> int:
     states = states_arg(args.state)
     since = since_arg(args.since, time.time()) if args.since is not None else None
-    listing = ask_plain(paths.executor_socket, plain.list_request(), plain.plan_list)
+    listing = ask_json(paths.executor_socket, wire.list_request(), wire.plan_list)
     shown = [
         p
         for p in listing["plans"]
@@ -130,7 +134,7 @@ def _runs(plan: dict[str, Any]) -> str:
     """The RUNS cell: when an approved plan's apply window opens."""
     if plan["state"] != "APPROVED":
         return "-"
-    return plain.window_words(plan.get("waits_for_window"), long=False)
+    return window_words(plan.get("waits_for_window"), long=False)
 
 
 def table(plans: list[dict[str, Any]], legend: bool = True, full: bool = False) -> list[str]:

@@ -2,38 +2,28 @@
 most :data:`WIDTH` columns unless ``--full`` (cut with an ellipsis), times with their
 zone, untrusted text escaped; which pager a person at a terminal would get.
 
-Light on purpose (the standard library only): ``opsbot plans`` and ``opsbot show`` start
-without shared_schema. :func:`printable` is shared_schema.text.printable again, pinned to
-it by tests/unit/console/test_console_plain.py.
+Light on purpose: ``opsbot plans`` and ``opsbot show`` start without building a model;
+untrusted text is escaped by shared_schema.escape.printable, the one rule for it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
+from shared_schema.escape import printable
+
+__all__ = ["WIDTH", "cut", "fit", "json_text", "printable", "show", "when"]
+
 WIDTH = 100
 ELLIPSIS = "…"
 #: What systemd sets $LESS to for its pager unless $SYSTEMD_LESS says otherwise.
 LESS = "FRSXMK"
-
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
-
-
-def _escape(char: str) -> str:
-    code = ord(char)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def printable(value: str) -> str:
-    """Control and bidirectional formatting characters as visible escapes (``\\x1b``)."""
-    return _CONTROL.sub(lambda m: _escape(m.group()), value)
 
 
 def when(value: str | datetime) -> str:

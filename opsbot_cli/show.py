@@ -3,8 +3,11 @@ restart``) with the argv each runs and each precondition in words beside the uni
 state, when an approved plan waiting for its apply window runs, whether the service
 came back (VERIFIED / UNRESOLVED, with what opsbot-verify saw), its history.
 
-Plain JSON (opsbot_cli.plain): no model is built. The live state is read only for a plan
-that may still run (PROPOSED, APPROVED, APPLYING), by opsbot_cli.live, imported then."""
+The reply is checked with the models' generated JSON Schema (opsbot_cli.wire): no model
+is built. The argv is checked with the write tools' own builders (plans.argv_of), the
+preconditions said in plans' words. The live state is read only for a plan that may still
+run (PROPOSED, APPROVED, APPLYING), by opsbot_cli.live, imported then; where it cannot be
+read, each precondition says "live state unknown" and why."""
 
 from __future__ import annotations
 
@@ -15,12 +18,15 @@ import textwrap
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from opsbot_cli import plain, screen
-from opsbot_cli.clients import ask_plain
+from opsbot_cli import screen, wire
+from opsbot_cli.clients import ask_json
 from opsbot_cli.errors import ConsoleError
-from opsbot_cli.output import plan_id_arg
+from opsbot_cli.output import plan_id_arg, window_words
 from opsbot_cli.screen import printable, when
+from plans import argv_of, expect_words
 from shared_io.paths import Paths
+from shared_schema.states import PlanState
+from shared_schema.write_tools import WRITE_TOOLS_BY_NAME
 
 if TYPE_CHECKING:
     from shared_io.unit_show import UnitState
@@ -48,8 +54,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace, paths: Paths) -> int:
-    request = plain.show_request(plan_id_arg(args.plan_id))
-    detail = ask_plain(paths.executor_socket, request, plain.plan_detail)
+    request = wire.show_request(plan_id_arg(args.plan_id))
+    detail = ask_json(paths.executor_socket, request, wire.plan_detail)
     check_detail(detail)
     if args.json:
         print(screen.json_text(detail))
@@ -63,7 +69,7 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
 
 def _live_reader(detail: Mapping[str, Any]) -> ReadState | None:
     """How to read live state, for a plan whose steps may still run; None once final."""
-    if plain.PlanState(detail["summary"]["state"]).is_final:
+    if PlanState(detail["summary"]["state"]).is_final:
         return None
     from opsbot_cli import live  # systemctl, and the logging the runner needs
 
@@ -74,36 +80,23 @@ def check_detail(detail: Mapping[str, Any] | PlanDetail) -> None:
     """The executor's answer must add up before an operator reads a sha256 off it to
     approve: the plan shown hashes to the sha256 shown, and the argv shown is the argv
     that plan runs (a subverted executor could pair one plan with another's sha256).
-    ``detail`` is a PLAN reply shaped by opsbot_cli.plain (or the model, dumped here)."""
+    ``detail`` is a PLAN reply shaped by opsbot_cli.wire (or the model, dumped here)."""
     if not isinstance(detail, Mapping):
         detail = detail.model_dump(mode="json")
     summary = detail["summary"]
-    actual = hashlib.sha256(plain.canonical_plan(detail["plan"])).hexdigest()
+    actual = hashlib.sha256(wire.canonical_plan(detail["plan"])).hexdigest()
     if actual != summary["sha256"]:
         raise ConsoleError(
             f"the executor's answer does not add up: plan {summary['plan_id']} as sent "
             f"hashes to {actual[:16]}..., not the {summary['sha256'][:16]}... it reports",
             hint="do not approve it; look at /var/lib/opsbot/plans as root and the journal",
         )
-    if plain.step_argv(detail["plan"]) != detail["argv"]:
+    if argv_of(detail["plan"]["steps"]) != detail["argv"]:
         raise ConsoleError(
             f"the executor's answer does not add up: the argv it reports for plan "
             f"{summary['plan_id']} is not what its steps run",
             hint="do not approve it; look at /var/lib/opsbot/plans as root and the journal",
         )
-
-
-def expect_words(unit: str, expect: Mapping[str, Any]) -> list[str]:
-    """A step's precondition in words, without the live state (the plan's own view)."""
-    words = []
-    if expect.get("active_state") is not None:
-        words.append(f"{unit} is {' or '.join(expect['active_state'])}")
-    if expect.get("sub_state") is not None:
-        words.append(f"{unit} is in sub state {' or '.join(expect['sub_state'])}")
-    if expect.get("invocation_id") is not None:
-        said = expect["invocation_id"][:12] or "none"
-        words.append(f"{unit} has not been started again since diagnosis (invocation {said})")
-    return words
 
 
 def precondition_lines(
@@ -118,7 +111,7 @@ def precondition_lines(
         return [f"precondition: {w} {said}" for w in words] or ["precondition: none"]
     if isinstance(state, str):
         unknown = [f"precondition: {w}: unknown" for w in words] or ["precondition: none"]
-        return [*unknown, f"live state unreadable: {state}"]
+        return [*unknown, f"live state unknown: {state}"]
     if not expect:
         return [f"precondition: none (live: {state.active_state or 'unknown'})"]
     from opsbot_cli.live import precondition_checks  # loaded with the state it checks
@@ -129,7 +122,7 @@ def precondition_lines(
 def step_title(step: Mapping[str, Any]) -> str:
     """``app.service: failed -> restart``: the unit, the state the plan expects it in,
     and what the step does to it."""
-    verb = plain.WRITE_TOOL_VERBS[step["tool"]]
+    verb = WRITE_TOOLS_BY_NAME[step["tool"]].verb
     expected = (step.get("expect") or {}).get("active_state")
     before = f"{' or '.join(expected)} -> " if expected else ""
     return f"{step['args']['unit']}: {before}{verb}"
@@ -158,7 +151,7 @@ def render(detail: Mapping[str, Any], read: ReadState | None, full: bool = False
     if s["reason"]:
         say("reason", printable(s["reason"]))
     if s["state"] == "APPROVED" and s.get("waits_for_window") is not None:
-        say("runs", plain.window_words(s["waits_for_window"]))
+        say("runs", window_words(s["waits_for_window"]))
     say("sha256", s["sha256"])
     say("goal", printable(s["goal"]))
     say("submitted", f"{when(s['submitted_at'])} by {printable(s['submitted_by'])}")

@@ -157,7 +157,7 @@ fi
 if [ "$without_polkit" = 0 ] && { [ -d /usr/share/polkit-1 ] || [ -x /usr/lib/polkit-1/polkitd ]; }; then
     "$venv/bin/opsbot" polkit-rule --write
 else
-    step "polkit is not installed: see README, 'Without polkit'"
+    step "polkit is not installed: see docs/security.md, 'Without polkit'"
 fi
 # The IP filters of opsbot-web and opsbot-notify, from [web] and [notify].
 "$venv/bin/opsbot" firewall --write >/dev/null

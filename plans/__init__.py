@@ -162,6 +162,7 @@ if TYPE_CHECKING:
         span_text,
         state_text,
         systemd_analyze,
+        wait_text,
         window_state,
     )
     from plans.witness import (
@@ -270,6 +271,7 @@ _EXPORTS: dict[str, str] = {
     "runs_when": "plans.windows",
     "span_text": "plans.windows",
     "state_text": "plans.windows",
+    "wait_text": "plans.windows",
     "systemd_analyze": "plans.windows",
     "window_state": "plans.windows",
     "Accepted": "plans.witness",
@@ -373,6 +375,7 @@ __all__ = [
     "transition",
     "used_dir",
     "utcnow",
+    "wait_text",
     "waits_text",
     "watched",
     "window_apply",

@@ -30,10 +30,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from plans.errors import CalendarError, NoApplyWindow
 from shared_io.run import run
-from shared_schema.config import APPROVAL_CEILING_SECONDS, ApplyWindow
+from shared_schema.limits import APPROVAL_CEILING_SECONDS
+
+if TYPE_CHECKING:  # the console says when a window opens without building the config
+    from shared_schema.config import ApplyWindow
 
 __all__ = [
     "HORIZON",
@@ -285,6 +289,25 @@ def state_text(state: WindowState, now: datetime) -> str:
     if state.opens_at is None or state.closes_at is None:
         return f"not within 7 days: no apply window opens before {at_text(now + HORIZON)}"
     return f"in its apply window, {span_text(state.opens_at, state.closes_at)}"
+
+
+def wait_text(opens_at: datetime | None, closes_at: datetime | None, *, long: bool = True) -> str:
+    """When an APPROVED plan that waits for its apply window runs (what its status
+    records): ``in its apply window, Wed 2026-12-02 02:00 UTC to 04:00 (...)``; short
+    (``long`` False, a column of ``opsbot plans``): the window's start only."""
+    if opens_at is None or closes_at is None:
+        if not long:
+            return "no window in 7 days"
+        return (
+            "not in a window: none opens within 7 days, and its approval expires first "
+            "(`opsbot approve --now` runs it outside one)"
+        )
+    if not long:
+        return at_text(opens_at)
+    return (
+        f"in its apply window, {span_text(opens_at, closes_at)} (opsbot-apply.timer runs it "
+        "then, checking its preconditions again)"
+    )
 
 
 def runs_when(

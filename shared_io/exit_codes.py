@@ -16,7 +16,7 @@ REFUSED = 5  # refused: STALE, REJECTED, EXPIRED, or out of the diagnosis scope
 FAILED = 6  # a step FAILED, or the plan is UNRESOLVED (its service did not come back)
 CONFIG = 78  # invalid configuration (EX_CONFIG)
 
-#: For --help and the README: each status and what it means.
+#: For --help and docs/operating.md: each status and what it means.
 TABLE = (
     (OK, "done, nothing waits (diagnose: no change warranted; apply: applied and verified)"),
     (ERROR, "error: a daemon cannot be reached, permission denied, internal error"),

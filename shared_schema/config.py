@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 from pydantic import Field, HttpUrl, field_validator, model_validator
 
 from shared_schema._model import Model
+from shared_schema.limits import APPROVAL_CEILING_SECONDS
 from shared_schema.timespan import parse_timespan
 from shared_schema.units import UnitName, denied_reason
 from shared_schema.write_tools import WRITE_TOOLS
@@ -19,11 +20,6 @@ if TYPE_CHECKING:
 else:
     #: The names the allowlist knows: exactly the write tools of the table.
     ToolName = Literal[WRITE_TOOLS]
-
-
-#: The longest an approval can hold: one made for an apply window holds until that
-#: window's end, and never longer than this.
-APPROVAL_CEILING_SECONDS = 7 * 86400
 
 
 class ApplyWindow(Model):

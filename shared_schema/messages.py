@@ -8,12 +8,16 @@ before a model sees the data; :func:`encode_message` writes a model as canonical
 the newline that ends it. Reading the bytes off a socket is shared_io.framing's job.
 """
 
+from __future__ import annotations
+
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from shared_schema._model import Model
 from shared_schema.canonical import canonical_json
+
+if TYPE_CHECKING:  # the console decodes replies without building a model
+    from shared_schema._model import Model
 
 MAX_MESSAGE_BYTES = 64 * 1024
 # A reply may be far larger than a request: PLANS lists every stored plan (some 350 bytes

@@ -294,7 +294,7 @@ class Fleet:
             path.write_text(json.dumps(variables))
             argv += ["-e", f"@{path}"]
         # Playbook FQCNs take no dashes: run the installed collection's file, as an operator
-        # would (README, "A fleet").
+        # would (docs/operating.md, "A fleet").
         playbook = name if "/" in name else str(self.playbooks / name)
         return self.controller([*argv, *args, playbook], timeout=timeout)
 

@@ -338,7 +338,5 @@ def running_diagnose_server(address: str) -> Iterator[InProcessDiagnose]:
 
 
 class _NoExecutor:
-    def submit(
-        self, plan: dict[str, Any], run_id: str, symptom: str, evidence: Sequence[str] = ()
-    ) -> Accept:
+    def submit(self, plan: Plan, run_id: str, symptom: str, evidence: Sequence[str] = ()) -> Accept:
         raise AssertionError("NotePolicy never submits a plan")

@@ -1,6 +1,8 @@
-"""README.md's command blocks, as the tests that follow the README literally read them.
+"""The docs' command blocks, as the tests that follow the docs literally read them.
 
-A block the tests run is a fenced block right after an HTML comment naming it::
+README.md holds the install's blocks; docs/operating.md (:data:`OPERATING`) the
+approvers', the phone's and the apply windows'. A block the tests run is a fenced block
+right after an HTML comment naming it::
 
     <!-- install-commands: as root, in the checkout -->
     ```sh
@@ -14,7 +16,7 @@ from what a shell runs, so :func:`commands` refuses them.
 
 Usage::
 
-    for argv in commands(block("install-commands")):
+    for argv in commands(block("install-commands")):  # README.md's
         run = install_argv(argv)
         if run is None:  # the edit of /etc/opsbot/opsbot.toml
             ct.write_file(CONFIG, block("install-config") + "\n")
@@ -31,21 +33,23 @@ from pathlib import Path
 from testbed.container import REPO_ROOT
 
 README = REPO_ROOT / "README.md"
+#: The operator's manual, where the blocks beyond the install live.
+OPERATING = REPO_ROOT / "docs" / "operating.md"
 _SHELL_SYNTAX = frozenset({"|", "||", "&", "&&", ";", "<", ">", ">>", "2>", "$(", "`"})
 
 
 class ReadmeError(ValueError):
-    """README.md lacks a block the tests follow, or holds it twice, or it is not simple."""
+    """A doc lacks a block the tests follow, or holds it twice, or it is not simple."""
 
 
-def block(name: str, text: str | None = None) -> str:
-    """The fenced block after ``<!-- NAME ... -->`` in README.md (or ``text``), without
-    its fences; exactly one such block must exist."""
-    text = README.read_text(encoding="utf-8") if text is None else text
+def block(name: str, text: str | None = None, *, doc: Path = README) -> str:
+    """The fenced block after ``<!-- NAME ... -->`` in ``doc`` (README.md unless told, or
+    ``text``), without its fences; exactly one such block must exist."""
+    text = doc.read_text(encoding="utf-8") if text is None else text
     pattern = rf"^<!-- {re.escape(name)}(?::[^\n]*)? -->\n```[a-z]*\n(.*?)^```$"
     found = re.findall(pattern, text, flags=re.MULTILINE | re.DOTALL)
     if len(found) != 1:
-        raise ReadmeError(f"README.md has {len(found)} blocks marked <!-- {name} -->, not 1")
+        raise ReadmeError(f"{doc.name} has {len(found)} blocks marked <!-- {name} -->, not 1")
     return str(found[0])
 
 

@@ -26,8 +26,8 @@ Turns (as Python objects, or as JSON objects in a script file)::
     ErrorObject("context too long")              {"error_object": "context too long"}
     Cut()                                        {"cut": true}
 
-The last four play what real servers send (each quirk is named in README.md, "Hosted
-models"): several calls in one message, with or without ``id``, arguments as objects,
+The last four play what real servers send (each quirk is named in docs/diagnosis.md,
+"Hosted models"): several calls in one message, with or without ``id``, arguments as objects,
 ``finish_reason`` "stop"; a message exactly as given (calls written into ``content``,
 reasoning fields); 200 with an ``error`` object; and a reply cut off mid-body.
 

@@ -197,13 +197,10 @@ def setup() -> dict[str, str]:
 class AcceptingSubmitter:
     """The executor boundary, answered in-process: ACCEPT with the plan's fingerprint."""
 
-    def submit(
-        self, plan: dict[str, Any], run_id: str, symptom: str, evidence: Sequence[str] = ()
-    ) -> Any:
-        from shared_schema import Accept, parse_plan
+    def submit(self, plan: Any, run_id: str, symptom: str, evidence: Sequence[str] = ()) -> Any:
+        from shared_schema import Accept
 
-        parsed = parse_plan(plan)
-        return Accept(plan_id="20261129-220000-0a1b2c3d", sha256=parsed.fingerprint())  # type: ignore[union-attr]
+        return Accept(plan_id="20261129-220000-0a1b2c3d", sha256=plan.fingerprint())
 
 
 def turns_for(script: Sequence[tuple[str, dict[str, Any]]]) -> list[Any]:

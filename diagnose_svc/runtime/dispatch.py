@@ -268,14 +268,13 @@ class Dispatcher:
                 "this run; read them first."
             )
             return self.said(text, "runtime", digest), None
-        body = parsed.model_dump(mode="json", exclude_none=True)
         try:
             # The verdict's first two evidence lines go with it, for the approval page.
             seen = [item.line() for item in self.ledger.evidence[:2]]
-            reply = self.submitter.submit(body, self.run_id, self.symptom, seen)
+            reply = self.submitter.submit(parsed, self.run_id, self.symptom, seen)
         except ExecutorError as exc:
             why = f"The plan could not be submitted: {exc}."
-            plan_json = canonical_json(body).decode("utf-8")
+            plan_json = parsed.canonical().decode("utf-8")
             return self.said(why, "runtime", digest), Refused(
                 "executor_error", f"{why}\nThe plan was: {plan_json}"
             )

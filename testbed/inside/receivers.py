@@ -1,5 +1,5 @@
 """The receivers an operator's side would run, started by a test inside the container: a
-webhook endpoint that checks opsbot's signature as the README tells receivers to, and a
+webhook endpoint that checks opsbot's signature as docs/operating.md tells receivers to, and a
 real SMTP server (aiosmtpd). Each message received is a file in OUTDIR:
 
     python receivers.py OUTDIR KEYFILE WEBHOOK_PORT SMTP_PORT
@@ -11,7 +11,7 @@ real SMTP server (aiosmtpd). Each message received is a file in OUTDIR:
 - ``mail-N.eml``: each mail the SMTP server accepted, as received.
 
 Checked here with hmac.compare_digest, not with opsbot's own helper: the test asks
-whether what opsbot sends is what a receiver written from the README accepts. The
+whether what opsbot sends is what a receiver written from docs/operating.md accepts. The
 process ends by itself after ``LIFETIME`` seconds (the test's transient unit also bounds
 it).
 """

@@ -24,7 +24,7 @@ APPROVER_SOCKET = "/run/opsbot/approver.sock"
 
 def test_a_stored_plan_is_announced_signed_and_by_mail(phone: Phone) -> None:
     """The operator's webhook receiver accepts opsbot's signature (HMAC-SHA256 over
-    timestamp.body, checked as the README says); the message carries the host, the goal,
+    timestamp.body, checked as docs/operating.md says); the message carries the host, the goal,
     the step as argv, the sha256's first 12 hex, the expiry, the evidence and both links;
     the mail says the same."""
     plan = propose(phone.ct, "restart demo-web after its crash (notice test)")

@@ -1,6 +1,6 @@
 """Exit statuses a script can trust (issue 13, item 5), each one end to end in a booted
 systemd: the operator's commands as they would run them, the status a cron job or an
-Ansible task would branch on (shared_io/exit_codes.py; README's table).
+Ansible task would branch on (shared_io/exit_codes.py; docs/operating.md's table).
 
     0 done, nothing waits     3 a plan waits for approval   5 refused
     1 error                   4 a human must act            6 FAILED / UNRESOLVED

@@ -1,16 +1,18 @@
 """A new operator follows README.md's "Installing on a host with systemd" literally, on a
 freshly booted systemd of its own (the session's container already has opsbot), and then
-diagnoses a service that failed; an approver approves through the README's sudoers line
-and can do nothing else with it; an operator in systemd-journal reads the audit.
+diagnoses a service that failed; an approver approves through the sudoers line of
+docs/operating.md's "Who approves, who reads the audit" and can do nothing else with it;
+an operator in systemd-journal reads the audit.
 
-The README's blocks are run as parsed (testbed/readme.py), each line by bash in the
-checkout, as root or as the user the README names, with two exceptions, both stated here:
+The docs' blocks are run as parsed (testbed/readme.py), each line by bash in the
+checkout, as root or as the user the docs name, with two exceptions, both stated here:
 ``packaging/install.sh`` gets ``--offline`` appended (the container has no network; the
 venv already holds the dependencies), and the two edits (``editor /etc/opsbot/opsbot.toml``
-and ``visudo -f /etc/sudoers.d/opsbot-approvers``) are done by writing the README's
-``install-config`` and ``approvers-sudoers`` blocks to those files (``visudo -c`` then
-checks the latter). The host's own parts come first, as on a real host: app.service (a
-unit that runs until it is killed), the logins alice and bob (with a password for sudo).
+and ``visudo -f /etc/sudoers.d/opsbot-approvers``) are done by writing README.md's
+``install-config`` and docs/operating.md's ``approvers-sudoers`` blocks to those files
+(``visudo -c`` then checks the latter). The host's own parts come first, as on a real
+host: app.service (a unit that runs until it is killed), the logins alice and bob (with a
+password for sudo).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from testbed.container import BootedSystemd, can_boot
 from testbed.host import REPO, STEPS_RAN, wait_state
 from testbed.readme import (
     CONFIG,
+    OPERATING,
     block,
     commands,
     enabled_units,
@@ -48,11 +51,12 @@ BOB_PASSWORD = "bob-approves-123"
 
 
 def _shell(ct: BootedSystemd, argv: list[str], user: str | None = None) -> None:
-    """One README line as a shell in the checkout runs it; a non-zero exit fails the test."""
+    """One line of the docs as a shell in the checkout runs it; a non-zero exit fails the
+    test."""
     line = shlex.join(argv)
     proc = ct.run(["bash", "-c", f"cd {REPO} && {line}"], user=user, check=False, timeout=300)
     assert proc.returncode == 0, (
-        f"README line `{line}` (as {user or 'root'}) exited {proc.returncode}\n"
+        f"docs line `{line}` (as {user or 'root'}) exited {proc.returncode}\n"
         f"stdout: {proc.stdout}\nstderr: {proc.stderr}"
     )
 
@@ -151,20 +155,20 @@ def _sudo(
     )
 
 
-def test_an_approver_approves_through_the_readme_sudoers_line_and_nothing_else(
+def test_an_approver_approves_through_the_documented_sudoers_line_and_nothing_else(
     installed: BootedSystemd,
 ) -> None:
-    """The README's approvers block: bob's `sudo opsbot approve ID --sha256 ...` approves
-    alice's plan (as him) and the apply runs it; `sudo opsbot apply`, `watch`, `show` and an
-    `OPSBOT_*` variable through sudo are refused; alice, now in systemd-journal, reads the
-    plan's audit."""
+    """docs/operating.md's approvers blocks: bob's `sudo opsbot approve ID --sha256 ...`
+    approves alice's plan (as him) and the apply runs it; `sudo opsbot apply`, `watch`,
+    `show` and an `OPSBOT_*` variable through sudo are refused; alice, now in
+    systemd-journal, reads the plan's audit."""
     skip_unless(
         shutil.which("sudo") is not None, "sudo is not installed (scripts/setup installs it)"
     )
     ct = installed
-    for argv in commands(block("approvers-commands")):
+    for argv in commands(block("approvers-commands", doc=OPERATING)):
         if argv == ["visudo", "-f", SUDOERS]:
-            ct.write_file(SUDOERS, block("approvers-sudoers") + "\n", mode=0o440)
+            ct.write_file(SUDOERS, block("approvers-sudoers", doc=OPERATING) + "\n", mode=0o440)
             ct.run(["visudo", "-c", "-q", "-f", SUDOERS])
         else:
             _shell(ct, argv)

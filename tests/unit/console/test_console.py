@@ -58,7 +58,7 @@ def test_check_config_names_a_bad_key_in_one_line_and_exits_78(
         f"opsbot: error: {env}: executor.step_timeout_secs: Extra inputs are not permitted"
     ]
     assert [line for line in err.splitlines() if line not in error_lines(err)] == [
-        "opsbot: hint: see README.md, 'The config file', for every key and its default"
+        "opsbot: hint: see docs/operating.md, 'The config file', for every key and its default"
     ]
     assert "Traceback" not in err and out == ""
 

@@ -1,5 +1,5 @@
 """The exit statuses scripts branch on (issue 13, item 5): one table
-(shared_io/exit_codes.py) that --help prints and README.md shows, and what each verdict
+(shared_io/exit_codes.py) that --help prints and docs/operating.md shows, and what each verdict
 of a diagnosis makes ``opsbot diagnose`` exit with. (End to end, in a booted systemd:
 tests/integration/test_exit_codes.py.)"""
 
@@ -15,7 +15,7 @@ from opsbot_cli.main import build_parser
 from shared_io.exit_codes import FAILED, OK, REFUSED, TABLE, WAITING, for_state, worst
 from shared_schema.verdict import Cause, NoteVerdict
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+OPERATING = Path(__file__).resolve().parents[3] / "docs" / "operating.md"
 
 
 def note(ended_by: str, kind: str | None = None) -> NoteVerdict:
@@ -51,15 +51,15 @@ def test_each_way_a_diagnosis_ends_has_its_status(
     assert verdict_status(note(ended_by, kind)) == status
 
 
-def test_help_prints_the_table_and_readme_shows_the_same_codes() -> None:
-    """`opsbot --help` ends with every status and its meaning; README.md's table lists
-    exactly the same statuses."""
+def test_help_prints_the_table_and_the_manual_shows_the_same_codes() -> None:
+    """`opsbot --help` ends with every status and its meaning; docs/operating.md's table
+    lists exactly the same statuses."""
     text = build_parser().format_help()
     for code, what in TABLE:
         assert f"  {code:<3} {what}" in text
-    table = README.read_text().split("<!-- exit-codes -->", 1)[1].split("\n\n", 1)[0]
-    in_readme = [int(m) for m in re.findall(r"^\| `(\d+)` \|", table, re.M)]
-    assert in_readme == [code for code, _ in TABLE]
+    table = OPERATING.read_text().split("<!-- exit-codes -->", 1)[1].split("\n\n", 1)[0]
+    in_manual = [int(m) for m in re.findall(r"^\| `(\d+)` \|", table, re.M)]
+    assert in_manual == [code for code, _ in TABLE]
 
 
 def test_the_worst_outcome_wins_and_states_map_to_their_status() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from opsbot_cli import plain, show
+from opsbot_cli import show, wire
 from opsbot_cli.errors import ConsoleError
 from opsbot_cli.main import main
 from shared_io.unit_show import UnitState
@@ -50,7 +50,7 @@ LONG = Plan.model_validate(
 
 
 def shaped(plan: Plan, state: PlanState = PlanState.PROPOSED, **extra: Any) -> dict[str, Any]:
-    detail = plain.plan_detail(plain.decode_reply(encode_message(detail_of(plan, state, **extra))))
+    detail = wire.plan_detail(wire.decode_reply(encode_message(detail_of(plan, state, **extra))))
     assert isinstance(detail, dict)
     return detail
 
@@ -144,8 +144,8 @@ def test_live_state_that_cannot_be_read_is_said_in_the_line(
     captured = capsys.readouterr()
     lines = captured.out.splitlines()
     assert "     precondition: app.service is failed: unknown" in lines
-    [unreadable, _] = [line for line in lines if line.startswith("     live state unreadable: ")]
-    assert unreadable.startswith("     live state unreadable: cannot read the state of app.service")
+    [unreadable, _] = [line for line in lines if line.startswith("     live state unknown: ")]
+    assert unreadable.startswith("     live state unknown: cannot read the state of app.service")
     assert "Traceback" not in captured.err + captured.out
 
 

@@ -44,7 +44,7 @@ from diagnose_svc.tools.read_process_state import ProcessArgs, ProcessInfo, Proc
 from diagnose_svc.tools.read_unit_file import PathFact, UnitFile, UnitFileArgs
 from diagnose_svc.tools.read_unit_status import DependencyState, parse_unit_status
 from diagnose_svc.tools.tail_journal import fit
-from shared_schema import Accept, Reject, Revise
+from shared_schema import Accept, Plan, Reject, Revise
 
 Script = Action | Proposal | Callable[[Transcript, Sequence[ToolSpec]], Action | Proposal]
 
@@ -97,9 +97,10 @@ class FakeSubmitter:
     submitted: list[tuple[dict[str, Any], str, str]] = field(default_factory=list)
 
     def submit(
-        self, plan: dict[str, Any], run_id: str, symptom: str, evidence: Sequence[str] = ()
+        self, plan: Plan, run_id: str, symptom: str, evidence: Sequence[str] = ()
     ) -> Accept | Revise | Reject:
-        self.submitted.append((plan, run_id, symptom))
+        # Kept as it goes on the wire: what the executor would read.
+        self.submitted.append((plan.model_dump(mode="json", exclude_none=True), run_id, symptom))
         if not self.replies:
             raise AssertionError("the fake executor has no more replies")
         reply = self.replies.pop(0)

@@ -13,6 +13,7 @@ from diagnose_svc.errors import ExecutorProtocolError, ExecutorUnavailable
 from diagnose_svc.executor_client import NO_RETRY, ExecutorClient
 from shared_schema import (
     Accept,
+    Plan,
     PlanList,
     Revise,
     SubmitPlan,
@@ -21,10 +22,12 @@ from shared_schema import (
     parse_request,
 )
 
-PLAN = {
-    "goal": "Restart failed killed.service",
-    "steps": [{"tool": "restart_unit", "args": {"unit": "killed.service"}}],
-}
+PLAN = Plan.model_validate(
+    {
+        "goal": "Restart failed killed.service",
+        "steps": [{"tool": "restart_unit", "args": {"unit": "killed.service"}}],
+    }
+)
 SHA = "ab" * 32
 
 Respond = Callable[[socket.socket, bytes], None]
@@ -87,7 +90,11 @@ def test_submit_sends_one_request_and_reads_accept(executor: Callable[[Respond],
     [line] = server.received
     request = parse_request(decode_json_object(line.rstrip(b"\n")))
     assert isinstance(request, SubmitPlan)
-    assert (request.plan, request.run_id, request.symptom) == (PLAN, "run-1", "killed is down")
+    assert (request.plan, request.run_id, request.symptom) == (
+        PLAN.model_dump(mode="json", exclude_none=True),
+        "run-1",
+        "killed is down",
+    )
     assert line == encode_message(request)
 
 

@@ -17,6 +17,7 @@ from diagnose_svc.errors import ExecutorUnavailable
 from diagnose_svc.executor_client import ExecutorClient, Retry
 from shared_schema import (
     Accept,
+    Plan,
     Recorded,
     Reject,
     ReportVerification,
@@ -24,10 +25,12 @@ from shared_schema import (
     encode_message,
 )
 
-PLAN = {
-    "goal": "Restart failed killed.service",
-    "steps": [{"tool": "restart_unit", "args": {"unit": "killed.service"}}],
-}
+PLAN = Plan.model_validate(
+    {
+        "goal": "Restart failed killed.service",
+        "steps": [{"tool": "restart_unit", "args": {"unit": "killed.service"}}],
+    }
+)
 SHA = "ab" * 32
 ACCEPT = Accept(plan_id="20261129-214500-0a1b2c3d", sha256=SHA)
 BUSY = Reject(reason="executor busy; try again")

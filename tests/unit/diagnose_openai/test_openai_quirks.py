@@ -1,7 +1,7 @@
 """What real OpenAI-compatible servers send, through a real HTTP server, and what the
 policy makes of it: an action, or a clear error; never a crash of the loop, never
 anything that reaches the executor unvalidated. Each quirk is named with the server that
-sends it (README.md, "Hosted models", lists the servers checked this way)."""
+sends it (docs/diagnosis.md, "Hosted models", lists the servers checked this way)."""
 
 from __future__ import annotations
 

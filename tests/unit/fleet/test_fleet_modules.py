@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from opsbot_cli import plain
+from plans import argv_of
 from shared_schema import Plan
 from shared_schema.executor_socket import PlanDetail, PlanSummary
 
@@ -89,7 +89,7 @@ def detail(plan_id: str = PLAN_ID, state: str = "PROPOSED", unit: str = "app.ser
         submitted_by="opsbot-diagnose",
     )
     shown = PlanDetail(
-        summary=summary, plan=plan, argv=plain.step_argv(plan.model_dump(mode="json"))
+        summary=summary, plan=plan, argv=argv_of(plan.model_dump(mode="json")["steps"])
     )
     return shown.model_dump(mode="json")
 

@@ -18,7 +18,8 @@ STAMP = 1764614100
 
 
 def test_the_signature_is_hmac_sha256_over_timestamp_dot_body() -> None:
-    """What a receiver written from the README computes: the same header, byte for byte."""
+    """What a receiver written from docs/operating.md computes: the same header, byte for
+    byte."""
     mac = hmac.new(KEY, f"{STAMP}.".encode() + BODY, hashlib.sha256).hexdigest()
     assert sign(KEY, STAMP, BODY) == f"sha256={mac}"
     assert sign(KEY, STAMP, BODY) == (

@@ -1,7 +1,7 @@
 """What the opsbot-notify tests run against, all real and all started by the test: a
 stand-in for root's opsbot-approver on a Unix socket that answers ``announce`` with real
 ``Announced`` lines, HTTP receivers on 127.0.0.1 (a webhook that checks the signature as
-the README tells receivers to, a Slack or ntfy endpoint, receivers that fail), a
+docs/operating.md tells receivers to, a Slack or ntfy endpoint, receivers that fail), a
 credentials directory as systemd makes it, and a sleep that only records.
 
 The other test_notify_* modules import it; its own test pins that the stand-in's reply
@@ -198,7 +198,7 @@ def always(status: int) -> Policy:
 
 
 def signed_by(key: bytes, clock: Callable[[], float] = time.time) -> Policy:
-    """A webhook receiver as the README says to write one: 204 when the signature over
+    """A webhook receiver as docs/operating.md says to write one: 204 when the signature over
     the raw body matches ``key`` and the timestamp is within 5 minutes, else 401."""
 
     def policy(requests: list[Received], request: Received) -> int:

@@ -23,7 +23,8 @@ from plans.windows import (
     systemd_analyze,
     window_state,
 )
-from shared_schema.config import APPROVAL_CEILING_SECONDS, ApplyWindow
+from shared_schema.config import ApplyWindow
+from shared_schema.limits import APPROVAL_CEILING_SECONDS
 
 TTL = 3600
 WEEKDAYS = [ApplyWindow(start="Mon..Fri 02:00", duration="2h")]

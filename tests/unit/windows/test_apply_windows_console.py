@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from opsbot_cli import plain, plans, show
+from opsbot_cli import plans, show, wire
 from opsbot_cli.main import main
 from plans import Accepted, PlanStore, approval_path, approve
 from shared_schema import Plan, PlanState, encode_message
@@ -225,7 +225,7 @@ WAIT = WindowWait(
 def test_show_says_when_an_approved_plan_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     """A plan waiting for its window: a ``runs`` line under its state."""
     reply = encode_message(detail_of(ONE, PlanState.APPROVED, waits_for_window=WAIT))
-    detail = plain.plan_detail(plain.decode_reply(reply))
+    detail = wire.plan_detail(wire.decode_reply(reply))
     assert isinstance(detail, dict)
     lines = show.render(detail, None, full=True)
     assert lines[1:3] == [
@@ -234,8 +234,8 @@ def test_show_says_when_an_approved_plan_runs(monkeypatch: pytest.MonkeyPatch) -
         f"{at_text(WAIT.opens_at)} to {WAIT.closes_at.astimezone():%H:%M} "
         "(opsbot-apply.timer runs it then, checking its preconditions again)",
     ]
-    plain_detail = plain.plan_detail(
-        plain.decode_reply(encode_message(detail_of(ONE, PlanState.APPROVED)))
+    plain_detail = wire.plan_detail(
+        wire.decode_reply(encode_message(detail_of(ONE, PlanState.APPROVED)))
     )
     assert isinstance(plain_detail, dict)
     assert not any(line.startswith("runs") for line in show.render(plain_detail, None))
@@ -248,7 +248,7 @@ def test_plans_has_a_runs_column_where_a_plan_waits_for_its_window() -> None:
         summary_of(ONE, PlanState.PROPOSED, "20261201-100000-00000001"),
         summary_of(ONE, PlanState.APPROVED, "20261201-110000-00000002", waits_for_window=WAIT),
     )
-    shaped = plain.plan_list(plain.decode_reply(encode_message(listing)))
+    shaped = wire.plan_list(wire.decode_reply(encode_message(listing)))
     assert isinstance(shaped, dict)
     lines = plans.table(shaped["plans"])
     assert lines[0].split() == ["PLAN", "STATE", "RUNS", "SUBMITTED", "UNITS", "GOAL"]

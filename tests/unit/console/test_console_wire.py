@@ -1,8 +1,10 @@
-"""``opsbot plans`` and ``opsbot show`` speak to the executor in plain JSON (issue 13,
-item 11): they must send the bytes the models send, read a reply as the models read it
-(the same defaults, the same refusals), hash a plan to the bytes ``Plan.canonical()``
-gives (its sha256 is what an operator approves) and build the argv the executor's tools
-build. And they must not import shared_schema's models, pydantic or executor_svc."""
+"""``opsbot plans`` and ``opsbot show`` read the executor's replies against the models'
+generated JSON Schema (opsbot_cli.wire): they must send the bytes the models send, read a
+reply as the models read it (the same defaults, never a reply the models refuse), hash a
+plan to the bytes ``Plan.canonical()`` gives (its sha256 is what an operator approves)
+and build the argv the write tools build. The schema file is the models' own output (a
+drifted file fails here), and the commands import neither pydantic, nor a model, nor a
+daemon."""
 
 from __future__ import annotations
 
@@ -14,24 +16,27 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
 
-from opsbot_cli import plain, screen
+from opsbot_cli import screen, wire
 from opsbot_cli.main import main
-from plans import step_argv
+from plans import argv_of, step_argv
 from shared_schema import (
-    MAX_REPLY_BYTES,
-    PLAN_ID_PATTERN,
-    PROTOCOL_VERSION,
     WRITE_TOOL_TABLE,
     ListPlans,
     Plan,
+    PlanDetail,
+    PlanList,
     PlanState,
     ShowPlan,
     StepRecord,
     Verification,
     encode_message,
-    text,
 )
+from shared_schema.console_schema import console_schema
+from shared_schema.escape import printable
 from testbed.canned_executor import (
     AT,
     PLAN_ID,
@@ -93,26 +98,42 @@ RAW_PLANS: list[dict[str, Any]] = [
 PLANS = [Plan.model_validate(raw) for raw in RAW_PLANS]
 
 
-def wire(model: Any) -> dict[str, Any]:
+def received(model: Any) -> dict[str, Any]:
     """A reply as the console receives it: the executor's bytes, decoded."""
-    return plain.decode_reply(encode_message(model))
+    return wire.decode_reply(encode_message(model))
+
+
+def test_the_schema_file_is_what_the_models_generate() -> None:
+    """opsbot_cli/wire_schema.json is exactly shared_schema.console_schema(): a model the
+    console reads that changed without `scripts/generate-wire-schema` fails here."""
+    written = json.loads((REPO / "opsbot_cli" / "wire_schema.json").read_text())
+    assert written == console_schema(), "run scripts/generate-wire-schema"
+
+
+def test_a_schema_keyword_the_reader_does_not_know_is_refused() -> None:
+    """A constraint kind the reader would not check (``multipleOf``, say) is refused when
+    the schema is read, never passed over."""
+    with pytest.raises(wire.MalformedReply, match="multipleOf"):
+        wire._known_keywords({"properties": {"n": {"type": "integer", "multipleOf": 2}}}, "x")
+    wire.schema.cache_clear()
+    assert wire.schema()["protocol_version"] == 1  # the real file has none
 
 
 def test_the_requests_are_the_bytes_the_models_send() -> None:
-    """``list`` and ``show`` encoded by hand are byte for byte what encode_message sends
-    for ListPlans and ShowPlan."""
-    assert plain.list_request() == encode_message(ListPlans())
-    assert plain.show_request(PLAN_ID) == encode_message(ShowPlan(plan_id=PLAN_ID))
+    """``list`` and ``show`` built from the schema are byte for byte what encode_message
+    sends for ListPlans and ShowPlan."""
+    assert wire.list_request() == encode_message(ListPlans())
+    assert wire.show_request(PLAN_ID) == encode_message(ShowPlan(plan_id=PLAN_ID))
 
 
 @pytest.mark.parametrize("plan", PLANS, ids=[p.goal[:16] for p in PLANS])
 def test_a_plan_read_as_plain_json_hashes_to_its_canonical_bytes(plan: Plan) -> None:
     """For every kind of plan the executor can store, the plan in its PLAN reply, read as
     plain JSON, gives exactly ``Plan.canonical()``: the sha256 the operator approves."""
-    detail = plain.plan_detail(wire(detail_of(plan)))
+    detail = wire.plan_detail(received(detail_of(plan)))
     assert isinstance(detail, dict)
-    assert plain.canonical_plan(detail["plan"]) == plan.canonical()
-    assert plain.step_argv(detail["plan"]) == step_argv(plan)
+    assert wire.canonical_plan(detail["plan"]) == plan.canonical()
+    assert argv_of(detail["plan"]["steps"]) == step_argv(plan)
 
 
 @pytest.mark.parametrize("raw", RAW_PLANS, ids=[str(i) for i in range(len(RAW_PLANS))])
@@ -122,11 +143,11 @@ def test_defaults_and_nulls_are_read_as_the_model_reads_them(raw: dict[str, Any]
     ``model_dump`` and the same canonical bytes."""
     reply = json.loads(encode_message(detail_of(Plan.model_validate(raw))))
     reply["plan"] = raw
-    detail = plain.plan_detail(reply)
+    detail = wire.plan_detail(reply)
     assert isinstance(detail, dict)
     model = Plan.model_validate(raw)
     assert detail["plan"] == model.model_dump(mode="json")
-    assert plain.canonical_plan(detail["plan"]) == model.canonical()
+    assert wire.canonical_plan(detail["plan"]) == model.canonical()
 
 
 def test_replies_read_as_plain_json_are_what_the_models_dumped() -> None:
@@ -153,38 +174,45 @@ def test_replies_read_as_plain_json_are_what_the_models_dumped() -> None:
         ),
         reason="done",
     )
-    assert plain.plan_detail(wire(detail)) == detail.model_dump(mode="json")
+    assert wire.plan_detail(received(detail)) == detail.model_dump(mode="json")
     listing = listing_of(summary_of(PLANS[0]), summary_of(PLANS[2], PlanState.STALE))
-    assert plain.plan_list(wire(listing)) == listing.model_dump(mode="json")
+    assert wire.plan_list(received(listing)) == listing.model_dump(mode="json")
 
 
-def test_the_write_tools_and_constants_are_the_schema_s() -> None:
-    """What plain.py declares again is what shared_schema and executor_svc declare first:
-    the tools' verbs and argv, the protocol version, the reply limit, the plan id
-    pattern, the states; screen.printable escapes what shared_schema.text does."""
-    assert dict(plain.WRITE_TOOL_VERBS) == {t.name: t.verb for t in WRITE_TOOL_TABLE}
-    for tool in WRITE_TOOL_TABLE:
-        one = Plan.model_validate(
-            {"goal": "g", "steps": [{"tool": tool.name, "args": {"unit": "a.service"}}]}
-        )
-        assert plain.step_argv(one.model_dump(mode="json")) == step_argv(one)
-    assert plain.PROTOCOL_VERSION == PROTOCOL_VERSION
-    assert plain.MAX_REPLY_BYTES == MAX_REPLY_BYTES
-    assert plain.PLAN_ID_PATTERN == PLAN_ID_PATTERN
-    assert [s.value for s in plain.PlanState] == [s.value for s in PlanState]
-    assert screen._CONTROL.pattern == text._CONTROL.pattern
-    sample = "ok\x1b[31m\n\t\u202eevil\u2066\x7f\x9f é"
-    assert screen.printable(sample) == text.printable(sample)
+def test_the_console_escapes_with_the_schema_s_rule() -> None:
+    """What the console prints of untrusted text is escaped by the one rule the schema
+    refuses text by (shared_schema.escape)."""
+    assert screen.printable is printable
+    assert screen.printable("ok\x1b[31m\u202eevil") == "ok\\x1b[31m\\u202eevil"
 
 
-def test_the_pure_modules_load_without_the_package(tmp_path: Path) -> None:
-    """In a fresh process, plain.py has shared_schema's states, canonical JSON and time
-    spans working, and neither shared_schema nor pydantic was imported."""
+#: What the reader loads to read a reply and the argv and words of a plan: the pure
+#: modules of the schema and plans, never a model.
+PURE_SCHEMA = {
+    "shared_schema",
+    "shared_schema.canonical",
+    "shared_schema.escape",
+    "shared_schema.limits",
+    "shared_schema.messages",
+    "shared_schema.names",
+    "shared_schema.states",
+    "shared_schema.timespan",
+    "shared_schema.write_tools",
+}
+
+
+def test_the_reader_loads_no_model(tmp_path: Path) -> None:
+    """In a fresh process, reading a PLANS reply, building a plan's argv and saying a
+    window in words import neither pydantic nor a module of the schema that builds a
+    model."""
+    listing = json.dumps(received(listing_of(summary_of(PLANS[0]))))
     probe = (
         "import json, sys\n"
-        "from opsbot_cli import plain\n"
-        "assert plain.PlanState('STALE').is_final and plain.parse_timespan('1h 30min') == 5400\n"
-        "assert plain.canonical_json({'b': 1, 'a': 'é'}) == '{\"a\":\"é\",\"b\":1}'.encode()\n"
+        "from opsbot_cli import wire\n"
+        "from plans import argv_of, wait_text\n"
+        f"assert wire.plan_list(json.loads({listing!r}))['plans']\n"
+        "assert argv_of([{'tool': 'start_unit', 'args': {'unit': 'a.service'}}])\n"
+        "assert wait_text(None, None, long=False)\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )
     done = subprocess.run(
@@ -196,15 +224,14 @@ def test_the_pure_modules_load_without_the_package(tmp_path: Path) -> None:
         timeout=60,
         check=True,
     )
-    loaded = set(json.loads(done.stdout))
-    assert not {m for m in loaded if m.split(".")[0] in ("shared_schema", "pydantic")}
+    assert heavy(set(json.loads(done.stdout))) == set()
 
 
 MALFORMED = [
     (b"not json\n", "not valid JSON"),
     (b'{"v":1,"verdict":"PLANS","plans":[],"plans":[]}\n', "duplicate key 'plans'"),
     (b'{"v":1,"verdict":"PLANS","plans":[NaN]}\n', "NaN is not valid JSON"),
-    (b"[1]\n", "a reply is a JSON object, not list"),
+    (b"[1]\n", "is a JSON object, not list"),
     (b'{"v":2,"verdict":"PLANS","plans":[]}\n', "unsupported protocol version 2"),
     (b'{"v":true,"verdict":"PLANS","plans":[]}\n', "unsupported protocol version True"),
     (b'{"v":1,"verdict":"PLAN"}\n', "reply.verdict is PLAN, not PLANS"),
@@ -244,21 +271,31 @@ def test_a_malformed_reply_is_one_line_of_error(
             "reply.plan.steps[0].tool is unknown: 'rm_rf'",
         ),
         (lambda d: d["plan"].update(stop_on_error=1), "reply.plan.stop_on_error is not true"),
-        (lambda d: d["plan"]["steps"][0].update(expect={}), "reply.plan.steps[0].expect expects"),
+        (
+            lambda d: d["plan"]["steps"][0].update(expect={}),
+            "reply.plan.steps[0].expect needs one of active_state",
+        ),
         (lambda d: d["summary"].update(submitted_at="soon"), "reply.summary.submitted_at is not"),
         (lambda d: d["summary"].update(state="DONE"), "reply.summary.state is unknown: 'DONE'"),
-        (lambda d: d["summary"].update(sha256="00"), "reply.summary.sha256 is not a sha256"),
+        (lambda d: d["summary"].update(sha256="00"), "reply.summary.sha256 is not of the form"),
+        (
+            lambda d: d["plan"]["steps"][0]["args"].update(unit="-x.service"),
+            "reply.plan.steps[0].args.unit is not of the form",
+        ),
+        (lambda d: d["plan"].update(goal="a\x1b[2Jb"), "reply.plan.goal is not of the form"),
     ],
 )
 def test_a_plan_reply_of_the_wrong_shape_is_refused(change: Any, said: str) -> None:
     """A PLAN reply the models would refuse is refused, saying where: a key a plan does
     not have, no steps, a tool nobody declared, a bool that is not one, an empty expect,
     a time, a state or a sha256 that is not one."""
-    reply = wire(detail_of(PLANS[1]))
+    reply = received(detail_of(PLANS[1]))
     change(reply)
-    with pytest.raises(plain.MalformedReply) as refused:
-        plain.plan_detail(reply)
+    with pytest.raises(wire.MalformedReply) as refused:
+        wire.plan_detail(reply)
     assert refused.value.what.startswith(said)
+    with pytest.raises(ValidationError):
+        PlanDetail.model_validate(reply)  # and the models refuse it too
 
 
 def loaded_by(argv: list[str], reply: Any, tmp_path: Path) -> set[str]:
@@ -288,7 +325,14 @@ def loaded_by(argv: list[str], reply: Any, tmp_path: Path) -> set[str]:
 
 
 def heavy(loaded: set[str]) -> set[str]:
-    return {m for m in loaded if m.split(".")[0] in ("shared_schema", "pydantic", "executor_svc")}
+    """Modules that build models, or belong to a daemon."""
+    return {
+        m
+        for m in loaded
+        if m.split(".")[0] in ("pydantic", "executor_svc", "approver_svc")
+        or (m.split(".")[0] == "shared_schema" and m not in PURE_SCHEMA)
+        or m in ("plans.store", "plans.gate", "plans.records")
+    }
 
 
 def test_plans_and_a_final_plan_s_show_import_no_model_and_no_executor(tmp_path: Path) -> None:
@@ -306,8 +350,89 @@ def test_plans_and_a_final_plan_s_show_import_no_model_and_no_executor(tmp_path:
 
 
 def test_an_open_plan_s_show_reads_live_state_without_any_model(tmp_path: Path) -> None:
-    """``opsbot show`` of a plan that may still run reads live state with the executor's
-    own read_unit_state (plans.preconditions and the runner, with structlog), still
-    without shared_schema's models or pydantic."""
+    """``opsbot show`` of a plan that may still run reads live state with the one reader
+    (shared_io.unit_show) and says it in plans' words (plans.preconditions), still
+    without a model, pydantic or a daemon."""
     loaded = loaded_by(["show", PLAN_ID], detail_of(PLANS[1]), tmp_path)
-    assert heavy(loaded) == {"executor_svc", "plans.errors", "plans.preconditions"}
+    assert {"shared_io.unit_show", "plans.preconditions"} <= loaded
+    assert heavy(loaded) == set()
+
+
+# -- the reader never takes what the models refuse ------------------------------------------
+
+#: Values a broken or subverted executor might put anywhere in a reply.
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 3)
+    | st.floats(allow_nan=False, allow_infinity=False, width=32)
+    | st.sampled_from(
+        ["", "x", "app.service", "-x.service", "PROPOSED", "DONE", "restart_unit", "rm_rf"]
+    )
+    | st.sampled_from(["2026-11-29T21:35:00Z", "2026-11-29 21:35", "soon", "0" * 64, PLAN_ID])
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+def _paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every place in a JSON value: each key of each object and index of each list."""
+    found = [path]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found.extend(_paths(item, (*path, key)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found.extend(_paths(item, (*path, index)))
+    return found
+
+
+def _mutated(reply: dict[str, Any], path: tuple[Any, ...], how: str, value: Any) -> Any:
+    """``reply`` with the value at ``path`` replaced, removed, or given a new key."""
+    copy = json.loads(json.dumps(reply))
+    if not path:
+        return value if how == "replace" else copy
+    parent = copy
+    for step in path[:-1]:
+        parent = parent[step]
+    last = path[-1]
+    if how == "replace":
+        parent[last] = value
+    elif how == "remove":
+        del parent[last]
+    elif isinstance(parent[last], dict):
+        parent[last]["unexpected"] = value
+    return copy
+
+
+REPLIES = [
+    (PlanDetail, received(detail_of(PLANS[1], PlanState.APPROVED))),
+    (PlanDetail, received(detail_of(PLANS[2], PlanState.VERIFIED, reason="done"))),
+    (PlanList, received(listing_of(summary_of(PLANS[0]), summary_of(PLANS[3])))),
+]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_what_the_reader_takes_the_models_take(data: st.DataObject) -> None:
+    """A reply changed anywhere (a value replaced by any JSON value, a key removed, an
+    unknown key added) is taken by the console's reader only if the models take it too:
+    a reply the executor's models would refuse never reaches an operator's screen as a
+    plan to approve. (The reader may be stricter: a time without its offset, a number
+    given as a string.)"""
+    model, reply = data.draw(st.sampled_from(REPLIES))
+    path = data.draw(st.sampled_from(_paths(reply)))
+    how = data.draw(st.sampled_from(["replace", "remove", "add"]))
+    changed = _mutated(reply, path, how, data.draw(JSON_VALUES))
+    shape = wire.plan_detail if model is PlanDetail else wire.plan_list
+    try:
+        taken = shape(changed) if isinstance(changed, dict) else None
+    except wire.MalformedReply:
+        return
+    if taken is None or isinstance(taken, str):
+        return  # not an object, or read as the REJECT it says it is
+    checked = model.model_validate(changed)
+    assert taken == checked.model_dump(mode="json")
