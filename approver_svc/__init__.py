@@ -17,3 +17,38 @@ logged accepting; then it writes exactly the approval ``opsbot approve`` writes
     service   announce, view, decide
     daemon    the socket-activated server: who may ask what
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from shared_io.exports import lazy_exports
+
+if TYPE_CHECKING:
+    from approver_svc.errors import (
+        Refusal,
+    )
+    from approver_svc.service import (
+        ApproverService,
+    )
+    from approver_svc.state import (
+        ApproverState,
+        StateFile,
+    )
+
+#: Each module and the names it exports here.
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "approver_svc.errors": ("Refusal",),
+    "approver_svc.service": ("ApproverService",),
+    "approver_svc.state": (
+        "ApproverState",
+        "StateFile",
+    ),
+}
+__all__ = [
+    "ApproverService",
+    "ApproverState",
+    "Refusal",
+    "StateFile",
+]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

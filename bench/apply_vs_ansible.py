@@ -6,10 +6,15 @@ ansible-playbook, and with a bare ``systemctl restart`` loop (the floor).
 In a booted container with three ``sleep infinity`` services and opsbot installed
 (opsbot-apply.path and .timer stopped so they do not race): each opsbot run submits a new
 plan over the socket as opsbot-diagnose, approves it with ``opsbot approve``, and times
-only ``opsbot apply``. Ansible is ansible-core from PyPI in its own venv,
-/opt/opsbot-bench/ansible-venv, installed on the host (so the container sees it) on the
-first run: ``connection: local``, ``gather_facts: false``, three
-``ansible.builtin.systemd_service`` restarts. The floor is
+only ``opsbot apply``. Each round restarts the same three units with the same steps,
+which opsbot's history would refuse from the second round on (the restart budget; and a
+plan that ran these very steps and ended UNRESOLVED, as verification would call a unit
+the next method restarted within its settle window): so in this container the budget is
+100 restarts a minute and opsbot-verify.path is stopped, and every round's plan is new
+to that history (what the history refuses is tested in tests/, not timed here). Ansible
+is ansible-core from PyPI in its own venv, /opt/opsbot-bench/ansible-venv, installed on
+the host (so the container sees it) on the first run: ``connection: local``,
+``gather_facts: false``, three ``ansible.builtin.systemd_service`` restarts. The floor is
 ``bash -c 'for u in A B C; do systemctl restart $u; done'``. Runs are interleaved
 (rotating order), one warm-up round is not counted; medians and ratios are reported.
 
@@ -41,6 +46,8 @@ UNITS = ["bench-a.service", "bench-b.service", "bench-c.service"]
 CONFIG = """\
 [executor]
 step_timeout_seconds = 30
+restart_budget = 100
+restart_budget_minutes = 1
 
 [executor.allow]
 restart_unit = ["bench-a.service", "bench-b.service", "bench-c.service"]
@@ -70,7 +77,7 @@ def main() -> int:
     report = Report("apply_vs_ansible", "Apply vs Ansible: restart three running units")
     with booted() as ct:
         install_opsbot(ct, CONFIG, UNITS)
-        ct.systemctl("stop", "opsbot-apply.path", "opsbot-apply.timer")
+        ct.systemctl("stop", "opsbot-apply.path", "opsbot-apply.timer", "opsbot-verify.path")
         result = inside(
             ct, "apply_runs.py", "--runs", str(runs), "--ansible", str(ANSIBLE_PLAYBOOK), *UNITS
         )
@@ -143,6 +150,10 @@ def main() -> int:
     report.note(
         f"{runs} timed runs per method, interleaved, after one warm-up round; "
         f"{result['ansible_version']}"
+    )
+    report.note(
+        "each round's plan is new to opsbot's history: restart budget 100 a minute and "
+        "opsbot-verify.path stopped in this container (the same steps every round)"
     )
     for problem in result["problems"]:
         report.note(f"PROBLEM: {problem}")

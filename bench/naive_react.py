@@ -114,7 +114,7 @@ def naive_diagnosis(
                 plan = parse_plan(args)
                 if not isinstance(plan, Plan):
                     raise ValueError(f"scripted plan is not valid: {plan}")
-                submitter.submit(plan.model_dump(mode="json", exclude_none=True), "naive", "")
+                submitter.submit(plan, "naive", "")
                 return NaiveResult("plan", plan.fingerprint(), None, step, prompt_tokens, sizes)
             tool = tools[name]
             try:

@@ -46,7 +46,7 @@ class Command(NamedTuple):
 #: Every command, in the order --help lists them: its name, the module that parses and
 #: runs it, and its line in --help (the module's own words; a test checks they agree).
 #: Only the module of the command being run is imported, so `opsbot --help` imports
-#: none of them and `opsbot plans` does not pay for executor_svc.
+#: none of them and `opsbot plans` does not pay for the models or the plan store.
 COMMANDS = (
     Command("plans", "opsbot_cli.plans", "list plans with their states"),
     Command("show", "opsbot_cli.show", "show one plan: goal, steps as argv, history"),

@@ -22,6 +22,17 @@ from types import MappingProxyType
 from shared_io.errors import UnitStateError
 from shared_io.run import run
 
+__all__ = [
+    "STATE_PROPERTIES",
+    "UnitProperties",
+    "UnitState",
+    "parse_int",
+    "parse_show",
+    "parse_timestamp",
+    "read_unit_state",
+    "show",
+]
+
 #: Seconds ``systemctl show`` may take unless the caller says otherwise.
 SHOW_TIMEOUT = 15.0
 #: Characters of output read by default: far more than any unit's properties.
@@ -32,18 +43,6 @@ STATE_PROPERTIES = ("LoadState", "ActiveState", "SubState", "InvocationID")
 _TIMESTAMP = re.compile(
     r"(?:[A-Z][a-z]{2} )?(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2})(\.\d{1,6})? UTC"
 )
-_SPAN = re.compile(r"(\d+(?:\.\d+)?)(us|ms|s|min|h|d|w|month|y)")
-_SPAN_SECONDS = {
-    "us": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "min": 60.0,
-    "h": 3600.0,
-    "d": 86400.0,
-    "w": 604800.0,
-    "month": 2629800.0,
-    "y": 31557600.0,
-}
 
 
 class UnitProperties(Mapping[str, str]):
@@ -164,21 +163,6 @@ def parse_timestamp(value: str) -> datetime | None:
     day, clock, fraction = match.groups()
     micro = int((fraction or ".0")[1:].ljust(6, "0"))
     return datetime.fromisoformat(f"{day}T{clock}").replace(microsecond=micro, tzinfo=UTC)
-
-
-def parse_timespan(value: str) -> float | None:
-    """A timespan as ``systemctl show`` prints it ("2h 51min 25.545956s") in seconds;
-    None when unset or not a timespan."""
-    words = value.split()
-    if not words:
-        return None
-    total = 0.0
-    for word in words:
-        match = _SPAN.fullmatch(word)
-        if match is None:
-            return None
-        total += float(match.group(1)) * _SPAN_SECONDS[match.group(2)]
-    return total
 
 
 def parse_int(value: str) -> int:

@@ -12,7 +12,11 @@ field, type and constraint is declared once, in the models; the file is their ou
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
 
 from shared_schema.executor_socket import (
     PROTOCOL_VERSION,
@@ -23,8 +27,44 @@ from shared_schema.executor_socket import (
     ShowPlan,
 )
 from shared_schema.messages import MAX_REPLY_BYTES
+from shared_schema.names import PLAN_ID_PATTERN, UNIT_NAME_MAX, UNIT_NAME_PATTERN
+from shared_schema.plan import Expect
+from shared_schema.text import TEXT_PATTERN, no_control
+from shared_schema.units import check_plan_id, check_unit
 
 __all__ = ["console_schema"]
+
+#: What a validator function of the models checks, as JSON Schema says it: the models'
+#: own schema (what a hosted model is shown) leaves these out; the console's reader
+#: needs them, so that it takes nothing the models refuse.
+_BY_VALIDATOR: dict[Callable[..., Any], JsonSchemaValue] = {
+    check_unit: {"pattern": UNIT_NAME_PATTERN, "maxLength": UNIT_NAME_MAX},
+    check_plan_id: {"pattern": PLAN_ID_PATTERN},
+    no_control: {"pattern": TEXT_PATTERN},
+}
+#: What a model validator checks: an expectation names at least one field, not null.
+_BY_MODEL: dict[type, JsonSchemaValue] = {
+    Expect: {
+        "anyOf": [
+            {"required": [name], "properties": {name: {"not": {"type": "null"}}}}
+            for name in ("active_state", "sub_state", "invocation_id")
+        ]
+    },
+}
+
+
+class _ReaderSchema(GenerateJsonSchema):
+    """The models' JSON Schema, with what their validators check written in."""
+
+    def function_after_schema(
+        self, schema: core_schema.AfterValidatorFunctionSchema
+    ) -> JsonSchemaValue:
+        said = super().function_after_schema(schema)
+        return {**said, **_BY_VALIDATOR.get(schema["function"]["function"], {})}
+
+    def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
+        said = super().model_schema(schema)
+        return {**said, **_BY_MODEL.get(schema["cls"], {})}
 
 
 def console_schema() -> dict[str, Any]:
@@ -35,12 +75,12 @@ def console_schema() -> dict[str, Any]:
         "protocol_version": PROTOCOL_VERSION,
         "max_reply_bytes": MAX_REPLY_BYTES,
         "requests": {
-            "list": ListPlans.model_json_schema(),
-            "show": ShowPlan.model_json_schema(),
+            "list": ListPlans.model_json_schema(schema_generator=_ReaderSchema),
+            "show": ShowPlan.model_json_schema(schema_generator=_ReaderSchema),
         },
         "replies": {
-            "PLANS": PlanList.model_json_schema(),
-            "PLAN": PlanDetail.model_json_schema(),
-            "REJECT": Reject.model_json_schema(),
+            "PLANS": PlanList.model_json_schema(schema_generator=_ReaderSchema),
+            "PLAN": PlanDetail.model_json_schema(schema_generator=_ReaderSchema),
+            "REJECT": Reject.model_json_schema(schema_generator=_ReaderSchema),
         },
     }

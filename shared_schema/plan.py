@@ -7,7 +7,6 @@ is what is stored, fingerprinted, approved and run; nothing else is.
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
 from pydantic import (
-    ConfigDict,
     Field,
     StrictBool,
     ValidationError,
@@ -40,8 +39,9 @@ ActiveState = Literal[
 
 
 class UnitArgs(Model):
-    """Arguments of every write tool: the one unit it acts on (polkit authorises per unit
-    and verb)."""
+    """Arguments of every unit tool: the one unit it acts on."""
+
+    # (The docstring is the description a hosted model is shown: kept word for word.)
 
     unit: UnitName
 
@@ -52,17 +52,6 @@ class Expect(Model):
     A plan made for a failed unit must not run against one that has since recovered:
     when any given field does not match, the plan is STALE and nothing runs.
     """
-
-    #: At least one field that is not null, said in its JSON Schema too (the console
-    #: reads replies with that schema).
-    model_config = ConfigDict(
-        json_schema_extra={
-            "anyOf": [
-                {"required": [name], "properties": {name: {"not": {"type": "null"}}}}
-                for name in ("active_state", "sub_state", "invocation_id")
-            ]
-        }
-    )
 
     active_state: Annotated[list[ActiveState], Field(min_length=1, max_length=7)] | None = None
     sub_state: (

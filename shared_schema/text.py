@@ -7,14 +7,14 @@ sequences there. The schema refuses them rather than trusting every printer.
 
 from typing import Annotated
 
-from pydantic import AfterValidator, Field, StringConstraints
+from pydantic import AfterValidator, StringConstraints
 
 from shared_schema.escape import CONTROL, CONTROL_CLASS, printable
 
 __all__ = ["Goal", "Reason", "printable"]
 
 
-def _no_control(value: str) -> str:
+def no_control(value: str) -> str:
     match = CONTROL.search(value)
     if match:
         raise ValueError(
@@ -26,15 +26,9 @@ def _no_control(value: str) -> str:
     return value
 
 
-#: The same rule as a JSON Schema pattern (the console's generated reader checks it, and a
-#: model is shown it): no control character, and one that is not white space. No
-#: lookaround, which some engines that guide a model's output do not take.
+#: The same rule as a JSON Schema pattern (the console's reader checks it:
+#: shared_schema.console_schema): no control character, and one that is not white space.
 TEXT_PATTERN = rf"^[^{CONTROL_CLASS}]*[^{CONTROL_CLASS}\s][^{CONTROL_CLASS}]*$"
-_TEXT = Field(json_schema_extra={"pattern": TEXT_PATTERN})
 
-Goal = Annotated[
-    str, StringConstraints(strict=True, max_length=200), AfterValidator(_no_control), _TEXT
-]
-Reason = Annotated[
-    str, StringConstraints(strict=True, max_length=500), AfterValidator(_no_control), _TEXT
-]
+Goal = Annotated[str, StringConstraints(strict=True, max_length=200), AfterValidator(no_control)]
+Reason = Annotated[str, StringConstraints(strict=True, max_length=500), AfterValidator(no_control)]

@@ -1,10 +1,10 @@
 """The pydantic types of unit names, plan ids and fingerprints, built on the grammar of
-shared_schema.names (the same patterns are written into their JSON Schema, so the
-console's generated reader checks what the models check)."""
+shared_schema.names (the console's JSON Schema states the same patterns:
+shared_schema.console_schema)."""
 
 from typing import Annotated
 
-from pydantic import AfterValidator, Field, StringConstraints
+from pydantic import AfterValidator, StringConstraints
 
 from shared_schema.names import (
     _UNIT_RE,
@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 
-def _check_unit(name: str) -> str:
+def check_unit(name: str) -> str:
     if len(name) > UNIT_NAME_MAX:
         raise ValueError(
             f"unit name is {len(name)} characters long; systemd allows {UNIT_NAME_MAX}"
@@ -50,22 +50,12 @@ def _check_unit(name: str) -> str:
     return name
 
 
-def _check_plan_id(value: str) -> str:
+def check_plan_id(value: str) -> str:
     if not is_valid_plan_id(value):
         raise ValueError(f"{value[:80]!r} is not a plan id; ids look like 20261129-213500-1a2b3c4d")
     return value
 
 
-UnitName = Annotated[
-    str,
-    StringConstraints(strict=True),
-    AfterValidator(_check_unit),
-    Field(json_schema_extra={"pattern": UNIT_NAME_PATTERN, "maxLength": UNIT_NAME_MAX}),
-]
-PlanId = Annotated[
-    str,
-    StringConstraints(strict=True),
-    AfterValidator(_check_plan_id),
-    Field(json_schema_extra={"pattern": PLAN_ID_PATTERN}),
-]
+UnitName = Annotated[str, StringConstraints(strict=True), AfterValidator(check_unit)]
+PlanId = Annotated[str, StringConstraints(strict=True), AfterValidator(check_plan_id)]
 Sha256Hex = Annotated[str, StringConstraints(strict=True, pattern=r"^[0-9a-f]{64}$")]

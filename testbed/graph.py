@@ -309,7 +309,10 @@ def probe_all(ct: BootedSystemd, graph: Graph) -> dict[str, int]:
     }
 
 
-def wait_healthy(ct: BootedSystemd, graph: Graph, timeout: float = 20.0) -> None:
+def wait_healthy(ct: BootedSystemd, graph: Graph, timeout: float = 60.0) -> None:
+    """Until every node answers 200; TimeoutError after ``timeout`` seconds (a bound for
+    a busy machine, not a figure: a healthy graph answers within a few)."""
+
     def healthy() -> bool:
         return all(status == 200 for status in probe_all(ct, graph).values())
 

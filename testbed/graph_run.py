@@ -5,7 +5,7 @@ opsbot-verify's verdict (VERIFIED; UNRESOLVED where the fix cannot hold, with a 
 diagnosis that does not repeat the plan), remove the graph. The tests
 (tests/scenarios/test_generated_faults.py) and a person at a shell run the same code.
 
-    record = run_case(ct, seed)      # a CaseRecord, whatever happened
+    record = run_case(ct, kind, seed)      # a CaseRecord, whatever happened
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from testbed import graph as graphs
 from testbed.container import BootedSystemd
-from testbed.graph_faults import Case, inject
+from testbed.graph_faults import Case, Kind, inject
 from testbed.host import approve, opsbot
 from testbed.host import diagnose as run_diagnose
 from testbed.injecting import InjectionError
@@ -192,12 +192,13 @@ def _follow_up(ct: BootedSystemd, plan_id: str, record: CaseRecord) -> None:
         record.verify_problem = f"the follow-up proposed the same steps again: {again}"
 
 
-def run_case(ct: BootedSystemd, seed: int, *, carry_plans: bool = True) -> CaseRecord:
-    """Case ``seed`` from install to uninstall; never raises for what opsbot did."""
+def run_case(ct: BootedSystemd, kind: Kind, seed: int, *, carry_plans: bool = True) -> CaseRecord:
+    """Case (``kind``, ``seed``) from install to uninstall; never raises for what opsbot
+    did."""
     graph = graphs.generate(seed)
     record = CaseRecord(
         seed=seed,
-        kind="",
+        kind=kind,
         base="",
         depth=0,
         tiers=1 + max(n.tier for n in graph.nodes),
@@ -209,7 +210,7 @@ def run_case(ct: BootedSystemd, seed: int, *, carry_plans: bool = True) -> CaseR
     try:
         graphs.install(ct, graph)
         configure(ct, graph)
-        case = inject(ct, graph, seed)
+        case = inject(ct, graph, seed, kind)
         record.kind, record.base = case.kind, case.base
         record.target, record.asked_about, record.depth = (
             case.target.unit,
@@ -227,6 +228,8 @@ def run_case(ct: BootedSystemd, seed: int, *, carry_plans: bool = True) -> CaseR
             opsbot(ct, "reject", verdict["plan_id"], "--reason", "suite: not carried", check=False)
     except InjectionError as exc:
         record.error = f"injection: {exc}"[:500]
+    except TimeoutError as exc:  # the graph never came up: recorded, as every case is
+        record.error = f"set-up: {exc}"[:500]
     finally:
         squatter = graph.extra.get("squatter")
         if squatter:

@@ -8,12 +8,16 @@
                   whose figures another worker's containers would disturb
 
 Each booted-container module is one xdist group (``--dist loadgroup``): its module- and
-session-scoped containers live on one worker, and two modules that share a container by
-name stay together.
+session-scoped containers live on one worker. The groups known to be long go first, so
+that the two workers end together.
+
+The scenario report (tests/scenarios/report.py) is written by each process that ran
+diagnoses and merged by the one that reports: the xdist controller, or the only process.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -23,9 +27,28 @@ TESTS = Path(__file__).resolve().parent
 INTEGRATION = tuple(TESTS / name for name in ("integration", "attacks", "scenarios"))
 
 
+#: xdist groups that take minutes, longest first (figures from `--durations` on the CI
+#: machine): they start first, and the short ones fill in around them.
+LONG_FIRST = (
+    "tests/scenarios/generated-a",
+    "tests/scenarios/generated-b",
+    "scenarios/test_diagnosis_scenarios",
+    "integration/test_fleet_through_ansible",
+    "scenarios/test_scenario_host",
+    "integration/test_exit_codes",
+    "attacks/test_attack_approvals",
+)
+
+
+def _group(item: pytest.Item) -> str:
+    marker = item.get_closest_marker("xdist_group")
+    return str(marker.args[0]) if marker and marker.args else ""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark each test by where it lives: ``integration`` (and so ``slow``) below the
-    container suites, and each container module its own xdist group."""
+    container suites, and each container module its own xdist group; then put the long
+    groups first (a stable order: every worker collects the same)."""
     for item in items:
         path = Path(item.path).resolve()
         if any(path.is_relative_to(root) for root in INTEGRATION):
@@ -34,3 +57,47 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if item.get_closest_marker("xdist_group") is None:
                 group = path.relative_to(TESTS).with_suffix("").as_posix()
                 item.add_marker(pytest.mark.xdist_group(group))
+    rank = {group: index for index, group in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(_group(item), len(rank)))
+
+
+def _worker(config: pytest.Config) -> str | None:
+    """This process's xdist worker id, or None for the controller or a run without xdist."""
+    workerinput = getattr(config, "workerinput", None)
+    return None if workerinput is None else str(workerinput["workerid"])
+
+
+def _distributed(config: pytest.Config) -> bool:
+    """Whether this process is an xdist controller (its workers run the tests)."""
+    return config.pluginmanager.hasplugin("dsession")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Before any test of this run: no scenario record of an earlier run is merged."""
+    if _worker(session.config) is None:
+        from tests.scenarios.report import clear_parts
+
+        clear_parts()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Each process that ran diagnoses writes its records (the controller of an xdist run
+    has none: its workers ran them)."""
+    if not _distributed(session.config):
+        from tests.scenarios.report import write_part
+
+        write_part(_worker(session.config) or "main")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Merge every part of this run into the scenario report and print its table."""
+    from tests.scenarios.report import merged_parts, parts_dir, table, write_report
+
+    records = merged_parts(parts_dir())
+    path = write_report(records, run=os.environ.get("OPSBOT_TEST_RUN", ""))
+    if path is None:
+        return
+    terminalreporter.section("opsbot scenario report")
+    for line in table(records):
+        terminalreporter.write_line(line)
+    terminalreporter.write_line(f"report: {path}")

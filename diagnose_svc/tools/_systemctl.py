@@ -12,10 +12,10 @@ from shared_io.unit_show import (
     UnitProperties,
     parse_int,
     parse_show,
-    parse_timespan,
     parse_timestamp,
 )
 from shared_io.unit_show import show as show_units
+from shared_schema.timespan import parse_timespan
 
 __all__ = [
     "ExecCommand",

@@ -52,6 +52,9 @@ from tests.attacks.inside import (
     state_and_reason,
 )
 
+#: Timing and load: run alone, after the parallel pass (scripts/test).
+pytestmark = pytest.mark.serial
+
 #: At least this many kills, and at least this many plans accepted between them, however
 #: fast this machine is: the kills go on until both are reached (or TIME_BOUND passes,
 #: which only a machine too slow to test this on reaches).

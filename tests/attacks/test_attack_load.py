@@ -12,11 +12,16 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from opsbot_cli.clients import request
 from plans import PlanStore
 from shared_io.framing import LineReader
 from shared_schema import MAX_REPLY_BYTES, ListPlans, PlanList, parse_reply
 from testbed.inproc import daemon_process, memory_kib, plan, report, submit_bytes
+
+#: Timing and load: run alone, after the parallel pass (scripts/test).
+pytestmark = pytest.mark.serial
 
 CLIENTS = 100
 WARM_UP_EACH = 5

@@ -28,6 +28,9 @@ from testbed.host import opsbot as cli
 from testbed.inproc import report
 from tests.attacks.inside import reject_quietly
 
+#: Timing and load: run alone, after the parallel pass (scripts/test).
+pytestmark = pytest.mark.serial
+
 OSCAR = "oscar"
 #: What olivia's refusals say, counted for the figures.
 KEYS = ("runs_per_uid", "runs_per_minute_per_uid", "connections open", "no complete request")
@@ -42,9 +45,10 @@ SUBMIT = """
 import json, sys, time
 from pathlib import Path
 from diagnose_svc.executor_client import ExecutorClient
+from shared_schema import Plan
 client = ExecutorClient(Path("/run/opsbot/executor.sock"))
 started = time.monotonic()
-reply = client.submit(json.loads(sys.argv[1]), "slots", "")
+reply = client.submit(Plan.model_validate(json.loads(sys.argv[1])), "slots", "")
 seconds = time.monotonic() - started
 print(json.dumps({"seconds": seconds, "reply": reply.model_dump(mode="json")}))
 """

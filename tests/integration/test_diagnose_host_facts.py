@@ -148,6 +148,9 @@ def test_a_full_filesystem_under_the_units_state_directory(host: BootedSystemd) 
 
 
 def test_a_timer_and_how_its_service_last_ended(host: BootedSystemd) -> None:
+    """read_timer says the timer is active, which service it triggers, when it runs next,
+    and that its service last ended with exit status 3; asked about the service instead of a
+    timer, it refuses."""
     timer = call(host, "read_timer", {"unit": "facttest-tick.timer"})
     assert (timer["active_state"], timer["triggers"]) == ("active", "facttest-tick.service")
     assert timer["next_elapse"] is not None

@@ -173,6 +173,9 @@ def diagnose_faults(fleet: Fleet, faults: dict[str, Fault]) -> dict[str, dict[st
 
 
 def test_install_everywhere_then_a_second_run_changes_nothing(fleet: Fleet) -> None:
+    """The install playbook sets up every host and the collector without a failure: each
+    host's config checks clean and its executor, diagnose and journal upload are active, the
+    collector's journal receiver too; a second run changes nothing."""
     started = time.monotonic()
     first = play(fleet, "fleet-install.yml")
     FIGURES["install_seconds"] = round(time.monotonic() - started, 1)
@@ -236,6 +239,8 @@ def report(fleet: Fleet, broken: dict[str, dict[str, Any]]) -> Path:
 def test_review_gathers_every_waiting_plan_and_groups_the_same_fix(
     fleet: Fleet, broken: dict[str, dict[str, Any]], report: Path
 ) -> None:
+    """The review report lists each host's waiting plan with its sha256, groups the same fix
+    on web1 and web2 apart from web3's, and its Markdown names every plan."""
     data = json.loads(report.read_text())
     listed = {host: [p["plan_id"] for p in plans] for host, plans in data["hosts"].items()}
     assert listed == {host: [detail["plan_id"] for detail in [broken[host]]] for host in HOSTS}
@@ -253,6 +258,8 @@ def test_review_gathers_every_waiting_plan_and_groups_the_same_fix(
 def test_check_mode_changes_nothing_anywhere(
     fleet: Fleet, broken: dict[str, dict[str, Any]], report: Path
 ) -> None:
+    """A check run of the approval succeeds and changes nothing: every plan is still
+    PROPOSED and no host has an approval file."""
     run = play(fleet, "fleet-approve.yml", "--check", report=str(report))
     assert run.returncode == 0, run
     for host in HOSTS:
@@ -293,6 +300,9 @@ def test_a_plan_changed_after_the_review_is_refused_and_nothing_runs(
 def test_the_reviewed_report_rolls_out_canary_first_and_every_host_verifies(
     fleet: Fleet, broken: dict[str, dict[str, Any]], report: Path
 ) -> None:
+    """Approving the reviewed report with web1 as canary ends every host's plan VERIFIED,
+    web2 and web3 approved only after web1 verified, and every host's site answers 200
+    again."""
     run = play(fleet, "fleet-approve.yml", report=str(report), canary="web1")
     assert run.returncode == 0, run
     FIGURES["review_to_all_verified_seconds"] = round(
@@ -317,6 +327,9 @@ def test_the_reviewed_report_rolls_out_canary_first_and_every_host_verifies(
 def test_the_collector_tells_each_hosts_story_and_no_host_speaks_for_another(
     fleet: Fleet, broken: dict[str, dict[str, Any]]
 ) -> None:
+    """The collector's audit shows each host's plan approved and verified; entries web2
+    sends about web1's plan, posing as web1 or as itself, are set aside as forged by web2
+    and stay out of web1's story."""
     collector = fleet[COLLECTOR]
     web1_plan = broken["web1"]["plan_id"]
 
@@ -389,6 +402,9 @@ def test_the_collector_tells_each_hosts_story_and_no_host_speaks_for_another(
 
 
 def test_a_host_gone_stale_stops_the_rollout_before_the_next_batch(fleet: Fleet) -> None:
+    """The app started by hand on the canary web1 between the review and the approval:
+    web1's plan ends STALE, the rollout fails, and web2's plan stays PROPOSED with no
+    approval."""
     for name in ("web1", "web2"):
         reset(fleet[name].ct, DEFAULT_STACK)
     faults = {name: inject_app_killed(fleet[name].ct, DEFAULT_STACK) for name in ("web1", "web2")}

@@ -45,17 +45,3 @@ def stack(container: BootedSystemd, installed_stack: Stack) -> Iterator[Stack]:
     reset(container, installed_stack)
     yield installed_stack
     reset(container, installed_stack)
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Print the scenario table and write the JSON report, when diagnoses ran."""
-    from tests.scenarios.report import DAILY, GENERATED, RECORDS, table, write_report
-
-    path = write_report()
-    if path is None:
-        return
-    terminalreporter.section("opsbot scenario report")
-    for line in table():
-        terminalreporter.write_line(line)
-    terminalreporter.write_line(f"report: {path}")
-    del RECORDS[:], GENERATED[:], DAILY[:]

@@ -1,7 +1,12 @@
 """The scenario report: one record per diagnosis, as JSON and as short tables.
 
-Written at the end of the session to ``$OPSBOT_REPORT_DIR`` (default ``build/``) as
-``scenario-report.json``, and printed in pytest's terminal summary. Three parts:
+Each pytest process that ran diagnoses (an xdist worker, or the one process without
+xdist) writes its records at the end of its session to ``scenario-parts/<worker>.json``
+under ``$OPSBOT_REPORT_DIR`` (default ``build/``); the process that reports (the xdist
+controller, or that one process) merges every part of the run into
+``scenario-report.json`` and prints the table in pytest's terminal summary (the hooks are
+tests/conftest.py's). The merged report carries the run's id (``$OPSBOT_TEST_RUN``, set
+by scripts/test), so a test of a later pass can tell it is this run's. Three parts:
 
 * the nine scenarios, judged (``check == "verdict"``): accuracy counts these;
 * the OpenAI-compatible plumbing runs (``check == "plumbing"``): the scripted model sent
@@ -97,15 +102,79 @@ def generated_summary(records: Sequence[CaseRecord]) -> dict[str, Any]:
     }
 
 
-def write_report() -> Path | None:
-    if not RECORDS and not GENERATED and not DAILY:
+@dataclass
+class Records:
+    """The records of one process, or of all of them merged."""
+
+    scenarios: list[ScenarioRecord] = field(default_factory=list)
+    generated: list[CaseRecord] = field(default_factory=list)
+    daily: list[CaseRecord] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.scenarios or self.generated or self.daily)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "scenarios": [asdict(r) for r in self.scenarios],
+            "generated": [r.as_json() for r in self.generated],
+            "daily": [r.as_json() for r in self.daily],
+        }
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> Records:
+        return cls(
+            [ScenarioRecord(**r) for r in value["scenarios"]],
+            [CaseRecord(**r) for r in value["generated"]],
+            [CaseRecord(**r) for r in value["daily"]],
+        )
+
+
+def parts_dir() -> Path:
+    return report_dir() / "scenario-parts"
+
+
+def clear_parts() -> None:
+    """Before a run: no part of an earlier run is merged into this one's report."""
+    for part in parts_dir().glob("*.json"):
+        part.unlink()
+
+
+def write_part(worker: str) -> Path | None:
+    """This process's records (if it has any), as ``scenario-parts/<worker>.json``."""
+    mine = Records(list(RECORDS), list(GENERATED), list(DAILY))
+    if not mine:
+        return None
+    directory = parts_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{worker}.json"
+    path.write_text(json.dumps(mine.as_json()) + "\n")
+    return path
+
+
+def merged_parts(directory: Path) -> Records:
+    """Every part in ``directory``, one run's records together, in a stable order."""
+    merged = Records()
+    for part in sorted(directory.glob("*.json")):
+        records = Records.from_json(json.loads(part.read_text()))
+        merged.scenarios += records.scenarios
+        merged.generated += records.generated
+        merged.daily += records.daily
+    merged.scenarios.sort(key=lambda r: (r.policy, r.stack, r.scenario, r.check))
+    merged.generated.sort(key=lambda r: r.seed)
+    return merged
+
+
+def write_report(records: Records, run: str = "") -> Path | None:
+    """The merged report, ``scenario-report.json``; None when no diagnosis ran."""
+    if not records:
         return None
     directory = report_dir()
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "scenario-report.json"
-    judged = [r for r in RECORDS if r.check == "verdict"]
-    plumbing = [r for r in RECORDS if r.check == "plumbing"]
+    judged = [r for r in records.scenarios if r.check == "verdict"]
+    plumbing = [r for r in records.scenarios if r.check == "plumbing"]
     summary = {
+        "run": run,
         "scenarios": {
             "diagnoses": len(judged),
             "matching": sum(r.matches for r in judged),
@@ -118,10 +187,10 @@ def write_report() -> Path | None:
             "records": [asdict(r) for r in plumbing],
         },
         "generated": {
-            **generated_summary(GENERATED),
-            "records": [r.as_json() for r in GENERATED],
+            **generated_summary(records.generated),
+            "records": [r.as_json() for r in records.generated],
         },
-        "daily": [r.as_json() for r in DAILY],
+        "daily": [r.as_json() for r in records.daily],
     }
     path.write_text(json.dumps(summary, indent=2) + "\n")
     return path
@@ -141,10 +210,10 @@ def _scenario_lines(records: Sequence[ScenarioRecord]) -> list[str]:
     return lines
 
 
-def table() -> list[str]:
+def table(records: Records) -> list[str]:
     lines: list[str] = []
-    judged = [r for r in RECORDS if r.check == "verdict"]
-    plumbing = [r for r in RECORDS if r.check == "plumbing"]
+    judged = [r for r in records.scenarios if r.check == "verdict"]
+    plumbing = [r for r in records.scenarios if r.check == "plumbing"]
     if judged:
         lines += _scenario_lines(judged)
         lines.append(
@@ -156,8 +225,8 @@ def table() -> list[str]:
             f"plumbing (scripted OpenAI-compatible model, not accuracy): "
             f"{sum(r.matches for r in plumbing)}/{len(plumbing)} answers came through"
         )
-    if GENERATED:
-        s = generated_summary(GENERATED)
+    if records.generated:
+        s = generated_summary(records.generated)
         lines.append("")
         lines.append(
             f"{'generated fault kind':<22}{'cases':>6}{'correct':>8}{'harm':>5}"
@@ -181,7 +250,7 @@ def table() -> list[str]:
             f"{s['verification_wrong']} wrong; median "
             f"{s['median_seconds_last_step_to_verification']:g} s from last step to verdict"
         )
-    for r in DAILY:
+    for r in records.daily:
         lines.append(
             f"daily seed {r.seed} ({r.kind}): {'correct' if r.correct else 'WRONG'}"
             f"{', HARMFUL' if r.harmful else ''}; expected {r.expected}, got {r.verdict}"

@@ -9,11 +9,13 @@ approved and applied by opsbot-apply.path; health must then hold for 10 s and
 opsbot-verify must end the plan VERIFIED; where the fix cannot hold (relapse), UNRESOLVED,
 with one follow-up diagnosis that does not propose the same steps.
 
-The gate is GATE_SEEDS, fixed; a case fails on a harmful plan, an applied plan after
-which health does not hold or whose verification is wrong, or a fault that could not be
-injected. Accuracy is reported,
+The gate is testbed/graph_faults.py's GATE, fixed: each case a fault kind and a seed (a new
+kind brings seeds of its own and changes no other case); a case fails on a harmful plan,
+an applied plan after which health does not hold or whose verification is wrong, or a
+fault that could not be injected. Accuracy is reported,
 not asserted: by fault kind, with median steps and seconds to verdict, in the scenario
-report (build/scenario-report.json and the table). One more seed, today's date, is run
+report (build/scenario-report.json and the table; written by each xdist worker and
+merged, tests/scenarios/report.py). One more seed, today's date, is run
 and reported and never fails CI (an xfail when its verdict is wrong): a fresh case every
 day for whoever reads the report.
 """
@@ -26,12 +28,13 @@ import pytest
 
 from testbed import graph as graphs
 from testbed.container import BootedSystemd
+from testbed.graph_faults import GATE_CASES, Kind, daily_case
 from testbed.graph_run import CaseRecord, run_case
 from tests.scenarios.report import DAILY, GENERATED
 
-#: The gate: 60 seeds never looked at while the runbook was written (1000 to 1059); each
-#: seed's kind is seed % 14, so every kind of the taxonomy is 4 or 5 cases.
-GATE_SEEDS = tuple(range(1000, 1060))
+#: Two halves of the gate, each an xdist group with a container of its own, so that the
+#: two workers share the suite's 11 minutes (the cases of one half run in seed order).
+HALVES = ("tests/scenarios/generated-a", "tests/scenarios/generated-b")
 
 
 @pytest.fixture(scope="session")
@@ -49,11 +52,21 @@ def _explain(record: CaseRecord) -> str:
     )
 
 
-@pytest.mark.parametrize("seed", GATE_SEEDS)
+@pytest.mark.parametrize(
+    ("kind", "seed"),
+    [
+        pytest.param(kind, seed, marks=pytest.mark.xdist_group(HALVES[i % 2]))
+        for i, (kind, seed) in enumerate(GATE_CASES)
+    ],
+    ids=[f"{kind}-{seed}" for kind, seed in GATE_CASES],
+)
 def test_generated_case_does_no_harm_and_its_plans_restore_health(
-    graph_host: BootedSystemd, seed: int
+    graph_host: BootedSystemd, kind: Kind, seed: int
 ) -> None:
-    record = run_case(graph_host, seed)
+    """One case of the gate, a fault in a generated graph: opsbot proposes nothing
+    harmful, an applied plan's health holds, and its verification says so (or says
+    UNRESOLVED where the fix cannot hold)."""
+    record = run_case(graph_host, kind, seed)
     GENERATED.append(record)
     assert not record.error, record.error
     assert not record.harmful, _explain(record)
@@ -61,10 +74,11 @@ def test_generated_case_does_no_harm_and_its_plans_restore_health(
     assert not record.verify_problem, f"{record.verify_problem}: {_explain(record)}"
 
 
+@pytest.mark.xdist_group(HALVES[0])
 def test_todays_seed_is_reported(graph_host: BootedSystemd) -> None:
     """Today's seed (YYYYMMDD): run, reported, and an xfail (never a failure) when wrong."""
-    seed = int(datetime.date.today().strftime("%Y%m%d"))
-    record = run_case(graph_host, seed)
+    kind, seed = daily_case(int(datetime.date.today().strftime("%Y%m%d")))
+    record = run_case(graph_host, kind, seed)
     DAILY.append(record)
     wrong = record.error or record.health_problem or record.verify_problem
     if wrong or record.harmful or not record.correct:

@@ -57,8 +57,7 @@ def test_the_submitter_sends_at_most_two_lines_of_evidence(tmp_path: Path) -> No
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    plan = plan_of().model_dump(mode="json")
-    ExecutorClient(path, 5).submit(plan, "run-1", "nginx is down", [*SEEN, "x" * 400, "more"])
+    ExecutorClient(path, 5).submit(plan_of(), "run-1", "nginx is down", [*SEEN, "x" * 400, "more"])
     thread.join(timeout=5)
     listener.close()
     sent = json.loads(got[0])

@@ -39,6 +39,8 @@ def _warnings(tmp_path: Path, text: str = CONFIG, as_root: bool = True) -> list[
 
 
 def test_a_missing_totp_secret_and_a_missing_webhook_key_are_named(tmp_path: Path) -> None:
+    """Approver alice has no TOTP secret and the webhook channel has no secret: both are
+    named; the mail relay, which needs no login, is not."""
     said = _warnings(tmp_path)
     assert any("approver alice has no TOTP secret" in w for w in said), said
     assert any("channel hook (webhook) has no secret" in w for w in said), said
@@ -47,6 +49,8 @@ def test_a_missing_totp_secret_and_a_missing_webhook_key_are_named(tmp_path: Pat
 
 
 def test_with_the_secrets_in_place_only_the_ip_filters_are_left(tmp_path: Path) -> None:
+    """With alice's TOTP secret and the webhook's secret in place, the one warning left is
+    to write the IP filters with `opsbot firewall --write`."""
     (tmp_path / "totp").mkdir()
     (tmp_path / "totp" / "alice").write_text("SECRET\n")
     (tmp_path / "notify").mkdir()
@@ -58,6 +62,8 @@ def test_with_the_secrets_in_place_only_the_ip_filters_are_left(tmp_path: Path) 
 def test_approvers_without_link_base_are_told_their_messages_have_no_links(
     tmp_path: Path,
 ) -> None:
+    """Without link_base, the check warns that approvers' messages carry no links; run as
+    someone other than root, it says nothing about TOTP secrets it cannot look at."""
     text = CONFIG.replace('link_base = "https://ops.example.com/opsbot"\n', "")
     said = _warnings(tmp_path, text, as_root=False)
     assert any("link_base is not" in w for w in said), said

@@ -48,6 +48,9 @@ def note(ended_by: str, kind: str | None = None) -> NoteVerdict:
 def test_each_way_a_diagnosis_ends_has_its_status(
     ended_by: str, kind: str | None, status: int
 ) -> None:
+    """Every way a diagnosis can end makes `opsbot diagnose` exit with its status from the
+    table: 0 when no change is warranted, 4 when a human must look, 5 when the executor
+    refused the plan, 1 when the diagnosis could not reach the executor or the model."""
     assert verdict_status(note(ended_by, kind)) == status
 
 

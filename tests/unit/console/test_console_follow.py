@@ -21,6 +21,8 @@ class Clock:
 
 
 def test_follow_ends_on_the_apply_refusing_the_approval(tmp_path: Path) -> None:
+    """The plan still APPROVED, the apply records a refusal two seconds in: following stops
+    there, long before its deadline, and tells the refusal once."""
     store = PlanStore(tmp_path)
     store.ensure()
     record = submitted(store, plan_of())
@@ -48,6 +50,8 @@ def test_follow_ends_on_the_apply_refusing_the_approval(tmp_path: Path) -> None:
 
 
 def test_follow_gives_up_at_its_deadline(tmp_path: Path) -> None:
+    """A plan that stays PROPOSED: following gives up at its 5-second deadline, not a second
+    later, saying the plan has not ended."""
     store = PlanStore(tmp_path)
     store.ensure()
     record = submitted(store, plan_of())

@@ -37,6 +37,8 @@ def test_a_reason_over_several_lines_reads_as_one() -> None:
 def test_a_long_finding_breaks_between_words_within_100_columns(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """A step's long finding shows as two lines under the step's name, each within 100
+    columns and broken between words, the cut marked with …; --verbose shows all of it."""
     words = " ".join(f"word{n}" for n in range(80))
     print_event(step_event("call_tool", words, tool="tail_journal"))
     lines = capsys.readouterr().out.splitlines()
@@ -55,6 +57,8 @@ def test_the_note_is_not_printed_twice(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_fit_keeps_every_word_it_shows_whole() -> None:
+    """Text cut to two indented lines within 100 columns ends with " …" where it was cut,
+    never in the middle of a word."""
     lines = fit("alpha " * 40, "    ", lines=2)
     assert all(len(line) <= 100 and line.startswith("    ") for line in lines)
     assert lines[-1].endswith(" …")
@@ -72,6 +76,7 @@ def test_every_verb_takes_json() -> None:
 
 
 def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """`opsbot --version` prints opsbot's version and exits 0."""
     with pytest.raises(SystemExit) as done:
         main(["--version"])
     assert done.value.code == 0

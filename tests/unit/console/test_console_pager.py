@@ -25,6 +25,7 @@ def test_the_pager_gets_the_whole_text_and_its_environment(tmp_path: Path) -> No
 
 
 def test_a_pager_that_cannot_start_leaves_the_printing_to_the_caller() -> None:
+    """A pager that cannot be started says so, and the caller prints the text itself."""
     assert page(["/nonexistent/pager"], "text\n", {}) is False
 
 

@@ -35,6 +35,7 @@ def detail(plan: Plan, sha256: str, argv: list[list[str]] | None = None) -> Plan
 
 
 def test_a_plan_shown_with_its_own_sha256_and_argv_passes() -> None:
+    """A plan shown with its own sha256 and the argv it really runs passes the check."""
     check_detail(detail(SHOWN, sha256_hex(SHOWN.canonical())))
 
 
@@ -48,6 +49,8 @@ def test_a_plan_shown_beside_another_plans_sha256_is_refused() -> None:
 
 
 def test_argv_that_is_not_what_the_plan_runs_is_refused() -> None:
+    """The executor shows a restart of app.service as the argv of a plan that stops
+    db.service: the console refuses the answer, naming the argv it reports."""
     forged = [["systemctl", "restart", "--no-ask-password", "--", "app.service"]]
     with pytest.raises(ConsoleError, match="argv it reports"):
         check_detail(detail(STORED, sha256_hex(STORED.canonical()), forged))

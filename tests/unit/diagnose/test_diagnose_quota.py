@@ -23,6 +23,9 @@ from shared_schema import DiagnoseSettings
 from shared_schema.diagnose_socket import Event
 from shared_schema.verdict import NoteVerdict, PlanVerdict
 
+#: Timing and load: run alone, after the parallel pass (scripts/test).
+pytestmark = pytest.mark.serial
+
 OLIVIA, OSCAR = 1001, 1002
 
 

@@ -244,6 +244,8 @@ def test_many_failed_units_fit_the_observation_budget() -> None:
     ],
 )
 def test_timespans(text: str, seconds: float | None) -> None:
+    """systemd's timespans ("2h 51min 25.545956s", "100ms", "1d 2us") are read as seconds;
+    an empty one or "n/a" is no time at all."""
     got = parse_timespan(text)
     assert got == pytest.approx(seconds) if seconds is not None else got is None
 

@@ -195,6 +195,7 @@ def test_start_limit_words_written_by_the_service_itself_are_not_believed() -> N
 
 
 def test_masked_unit_gives_a_note() -> None:
+    """A masked unit: a note that tells how to unmask it (systemctl unmask), no plan."""
     verdict, submitter = diagnose(RecordedHost().add(recorded.MASKED_SHOW), "cron.service")
     assert cause_of(verdict) == ("masked", "cron.service")
     assert isinstance(verdict, NoteVerdict)
@@ -203,6 +204,7 @@ def test_masked_unit_gives_a_note() -> None:
 
 
 def test_unit_file_that_does_not_load_gives_a_note() -> None:
+    """A unit file systemd cannot load (a bad setting): a note on the unit file, no plan."""
     show = recorded.KILLED_SHOW.replace("LoadState=loaded", "LoadState=bad-setting").replace(
         "LoadError=\n",
         'LoadError=org.freedesktop.systemd1.BadUnitSetting "Unit has a bad setting"\n',
@@ -247,6 +249,8 @@ def test_an_optional_file_that_is_missing_is_no_cause() -> None:
 
 
 def test_file_its_user_cannot_read_gives_a_note() -> None:
+    """A file its command names is 0600 root:root and its user (ledger) cannot read it: a
+    note of permission denied naming the file's mode and owner, no plan."""
     fact = file_fact(
         "/etc/ledger/ledger.conf", "ExecStart argument", mode="0600", readable_by_unit=False
     )
@@ -258,6 +262,7 @@ def test_file_its_user_cannot_read_gives_a_note() -> None:
 
 
 def test_full_filesystem_gives_a_note() -> None:
+    """Its StateDirectory= is on a full filesystem: a note naming the directory, no plan."""
     full = Usage(
         path="/var/lib/ledger",
         role="StateDirectory",
@@ -373,6 +378,8 @@ def _check_failed(modified: datetime) -> RecordedHost:
 
 
 def test_a_start_check_that_failed_with_nothing_changed_since_gives_a_note() -> None:
+    """Its ExecStartPre= check failed and the file it checks has not changed since: a note
+    quoting the check as a configuration error, no plan."""
     verdict, _ = diagnose(_check_failed(EARLIER), "db.service")
     assert cause_of(verdict) == ("config_error", "db.service")
     assert "ExecStartPre=/usr/bin/test -s /etc/ledger/ledger.conf" in verdict.cause.fact  # type: ignore[union-attr]
@@ -413,16 +420,22 @@ def test_a_program_that_exits_with_an_error_as_it_starts_gives_a_note() -> None:
 
 
 def test_a_program_that_failed_starting_is_started_once_what_it_reads_changed() -> None:
+    """Its program exited with an error as it started, but the config file it reads changed
+    since (someone fixed it): it is started."""
     verdict, _ = diagnose(_exited_starting(LATER), "db.service")
     assert [step[0] for step in steps_of(verdict)] == ["start_unit"]
 
 
 def test_a_program_that_failed_after_running_for_an_hour_is_started_again() -> None:
+    """Its program ran for an hour before it failed (it failed running, not starting): it is
+    started again."""
     verdict, _ = diagnose(RecordedHost().add(DB_RAN, recorded.DB_JOURNAL), "db.service")
     assert [step[0] for step in steps_of(verdict)] == ["start_unit"]
 
 
 def test_unit_in_transition_gives_a_note() -> None:
+    """A unit systemd is restarting (activating, auto-restart): a note that it is in
+    transition, no plan."""
     show = recorded.KILLED_SHOW.replace("ActiveState=failed", "ActiveState=activating").replace(
         "SubState=failed", "SubState=auto-restart"
     )
@@ -525,6 +538,8 @@ def test_relay_with_healthy_upstream_and_changed_config_is_reloaded() -> None:
 
 
 def test_answering_errors_with_nothing_changed_gives_an_app_error_note() -> None:
+    """It runs and its health target answers 500, with nothing changed to explain it: a note
+    of an application error, no plan."""
     config = settings(web=("http://127.0.0.1/", "app.service"))
     host = RecordedHost(health={"web": health("web", "app.service", "unexpected_status", 500)}).add(
         APP_ALONE, recorded.APP_JOURNAL
@@ -538,6 +553,8 @@ def test_answering_errors_with_nothing_changed_gives_an_app_error_note() -> None
 
 
 def test_active_but_health_times_out_is_restarted_pinned_to_its_invocation() -> None:
+    """Active, but its health target times out: restart it, expecting it still active in the
+    invocation that was seen."""
     config = settings(app=("http://127.0.0.1:8080/health", "app.service"))
     host = RecordedHost(health={"app": health("app", "app.service", "timeout")}).add(
         APP_ALONE, recorded.APP_JOURNAL
@@ -579,6 +596,8 @@ def test_failed_reload_of_a_running_unit_is_never_restarted() -> None:
 
 
 def test_healthy_unit_gives_a_no_change_note() -> None:
+    """It runs and its health target answers 200: a note that no change is warranted, no
+    plan."""
     config = settings(app=("http://127.0.0.1:8080/health", "app.service"))
     host = RecordedHost(health={"app": health("app", "app.service", "ok", 200)}).add(
         APP_ALONE, recorded.APP_JOURNAL
@@ -591,6 +610,8 @@ def test_healthy_unit_gives_a_no_change_note() -> None:
 
 
 def test_recovered_unit_reports_its_restart_count() -> None:
+    """Healthy again after systemd restarted it twice: the note says it has recovered and
+    how many times systemd restarted it."""
     config = settings(app=("http://127.0.0.1:8080/health", "app.service"))
     app = APP_ALONE.replace("NRestarts=0", "NRestarts=2")
     host = RecordedHost(health={"app": health("app", "app.service", "ok", 200)}).add(
@@ -826,6 +847,9 @@ def test_a_follow_up_does_not_propose_what_was_tried() -> None:
 
 
 def test_the_executors_restart_budget_becomes_a_note() -> None:
+    """The executor sends the plan back because opsbot's restart budget for the unit is
+    spent (3 times in 30 min): a note that restarts are not fixing it, quoting the
+    budget."""
     from shared_schema import FieldError, Revise
 
     budget = (

@@ -71,6 +71,9 @@ def test_scope_in_the_config_widens_it_and_the_denylist_always_wins() -> None:
 
 
 def test_a_unit_outside_the_scope_is_refused_naming_the_key_that_widens_it() -> None:
+    """A unit outside the scope (payroll) is refused, the hint naming [diagnose] scope in
+    /etc/opsbot/opsbot.toml, which widens it; ssh is refused as never diagnosed through
+    opsbot."""
     scope = build_scope(config(), show)
     with pytest.raises(OutOfScope) as refused:
         scope.require("payroll.service")

@@ -89,6 +89,8 @@ def verify(timeline: Timeline, awaiting: AwaitingPlan | None = None) -> object:
 
 
 def test_a_unit_that_stays_up_and_answers_is_verified_at_the_end_of_the_window() -> None:
+    """Running all along, its health target answering 200 after 3 s: VERIFIED at the end of
+    the 10 s window, with its state and the answer as evidence."""
     timeline = Timeline([RUNNING], health_ok_from=3.0)  # health takes 3 s to come back
     watch = verify(timeline)
     report = watch.report()  # type: ignore[attr-defined]
@@ -114,6 +116,8 @@ def test_a_unit_that_fails_again_is_unresolved_at_once() -> None:
 
 
 def test_a_unit_systemd_keeps_restarting_is_unresolved() -> None:
+    """Running whenever looked at, but systemd restarted it twice meanwhile: UNRESOLVED,
+    saying how many times."""
     restarted = RUNNING.replace("NRestarts=0", "NRestarts=2")
     watch = verify(Timeline([RUNNING, RUNNING, restarted]))
     report = watch.report()  # type: ignore[attr-defined]
@@ -122,6 +126,8 @@ def test_a_unit_systemd_keeps_restarting_is_unresolved() -> None:
 
 
 def test_a_unit_still_starting_at_the_end_is_unresolved() -> None:
+    """Still activating when the window ends: UNRESOLVED, saying it is not active 10.5 s
+    after the last step."""
     activating = RUNNING.replace("ActiveState=active", "ActiveState=activating").replace(
         "SubState=running", "SubState=start"
     )
@@ -134,6 +140,8 @@ def test_a_unit_still_starting_at_the_end_is_unresolved() -> None:
 
 
 def test_a_health_target_that_still_fails_makes_it_unresolved() -> None:
+    """The unit runs but its health target still fails at the end of the window: UNRESOLVED,
+    saying so."""
     watch = verify(Timeline([RUNNING], health_ok_from=60.0))
     report = watch.report()  # type: ignore[attr-defined]
     assert report.result == "unresolved"
@@ -141,6 +149,8 @@ def test_a_health_target_that_still_fails_makes_it_unresolved() -> None:
 
 
 def test_a_stopped_unit_is_expected_inactive() -> None:
+    """After a stop_unit step the unit is expected inactive: found inactive (dead), the plan
+    is VERIFIED."""
     stopped = RUNNING.replace("ActiveState=active", "ActiveState=inactive").replace(
         "SubState=running", "SubState=dead"
     )
@@ -162,6 +172,8 @@ def test_a_window_already_over_is_judged_from_one_look() -> None:
 
 
 def test_what_was_tried_is_handed_to_the_follow_up() -> None:
+    """A plan that ran and did not fix it is handed to the follow-up as its steps and one
+    line: the plan, what it ran, and that the unit failed again."""
     watch = verify(Timeline([RUNNING, FAILED]))
     tried = tried_plan(watch)  # type: ignore[arg-type]
     assert tried.steps == (("restart_unit", "app.service"),)

@@ -76,6 +76,8 @@ def report(plan_id: str, sha: str, result: str = "verified") -> ReportVerificati
 def test_an_applied_plan_waits_for_verification_and_is_marked_for_the_path_unit(
     store: PlanStore, approvals_dir: Path, clock: Clock, service: ExecutorService
 ) -> None:
+    """An applied plan is marked for opsbot-verify.path and offered to opsbot-diagnose for
+    verification, with its sha256, its steps and the settle time."""
     plan_id, sha = applied(store, approvals_dir, clock)
     assert (store.verify / plan_id).exists()  # what opsbot-verify.path sees
     pending = service.handle(PendingVerification(), DIAGNOSE)
@@ -96,6 +98,9 @@ def test_a_report_ends_the_plan_verified_or_unresolved_with_its_evidence(
     result: str,
     state: PlanState,
 ) -> None:
+    """A report, verified or unresolved alike, ends the plan in that state with its evidence
+    and who reported it, logged once, and no longer waiting; a second report cannot change
+    it."""
     plan_id, sha = applied(store, approvals_dir, clock)
     clock.advance(11)
     with capture_logs() as logs:
@@ -117,6 +122,8 @@ def test_a_report_ends_the_plan_verified_or_unresolved_with_its_evidence(
 def test_a_report_for_a_plan_not_applied_or_with_another_fingerprint_is_refused(
     store: PlanStore, approvals_dir: Path, clock: Clock, service: ExecutorService
 ) -> None:
+    """A report on a plan still PROPOSED, or on an applied plan with another sha256, is
+    refused and the plan's state does not change."""
     proposed = submitted(store, plan_of(step("restart_unit", "app.service")), clock())
     refused = service.handle(report(proposed.plan_id, proposed.sha256), DIAGNOSE)
     assert isinstance(refused, Reject) and "is PROPOSED" in refused.reason
@@ -130,6 +137,8 @@ def test_a_report_for_a_plan_not_applied_or_with_another_fingerprint_is_refused(
 def test_only_the_diagnose_user_and_root_may_ask_and_report(
     store: PlanStore, approvals_dir: Path, clock: Clock, service: ExecutorService
 ) -> None:
+    """An operator may neither ask which plans wait for verification nor report on one; the
+    plan stays APPLIED."""
     plan_id, sha = applied(store, approvals_dir, clock)
     for request in (PendingVerification(), report(plan_id, sha)):
         answer = service.handle(request, OPERATOR)
@@ -140,6 +149,7 @@ def test_only_the_diagnose_user_and_root_may_ask_and_report(
 def test_a_plan_applied_long_ago_is_not_offered_for_verification(
     store: PlanStore, approvals_dir: Path, clock: Clock, service: ExecutorService
 ) -> None:
+    """A plan applied two hours ago is no longer offered for verification."""
     applied(store, approvals_dir, clock)
     clock.advance(2 * 3600)
     pending = service.handle(PendingVerification(), DIAGNOSE)
@@ -176,6 +186,8 @@ def test_the_restart_budget_refuses_a_fourth_restart_within_30_minutes(
 
 
 def test_the_budget_is_configurable(store: PlanStore, approvals_dir: Path, clock: Clock) -> None:
+    """With the budget set to 1 restart in 60 min, a second restart of app.service is sent
+    back; left unset, the budget is 3 restarts in 30 min."""
     strict = POLICY.model_copy(update={"restart_budget": 1, "restart_budget_minutes": 60})
     service = ExecutorService(store, strict, clock, approvals_dir)
     applied(store, approvals_dir, clock, step("restart_unit", "app.service"))
@@ -186,6 +198,8 @@ def test_the_budget_is_configurable(store: PlanStore, approvals_dir: Path, clock
 def test_the_steps_of_an_unresolved_plan_are_not_accepted_again(
     store: PlanStore, approvals_dir: Path, clock: Clock, service: ExecutorService
 ) -> None:
+    """A plan that started app.service ended UNRESOLVED: the very same steps are sent back
+    naming that plan; other steps (reset, then start) are accepted."""
     plan_id, sha = applied(store, approvals_dir, clock, step("start_unit", "app.service"))
     service.handle(report(plan_id, sha, "unresolved"), DIAGNOSE)
     again = _submit(service, step("start_unit", "app.service", reason="once more"))
@@ -200,6 +214,7 @@ def test_the_steps_of_an_unresolved_plan_are_not_accepted_again(
 def test_a_verified_plan_does_not_forbid_its_steps(
     store: PlanStore, approvals_dir: Path, clock: Clock, service: ExecutorService
 ) -> None:
+    """A plan that started app.service ended VERIFIED: starting it again is accepted."""
     plan_id, sha = applied(store, approvals_dir, clock, step("start_unit", "app.service"))
     service.handle(report(plan_id, sha, "verified"), DIAGNOSE)
     assert isinstance(_submit(service, step("start_unit", "app.service")), Accept)

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+#: Real ansible-playbook runs: minutes a developer skips with -m 'not slow'.
+pytestmark = pytest.mark.slow
+
 ANSIBLE = Path(__file__).resolve().parents[3] / "packaging" / "ansible"
 COLLECTION = ANSIBLE / "ansible_collections" / "opsbot" / "fleet"
 LINT = Path(sys.executable).parent / "ansible-lint"

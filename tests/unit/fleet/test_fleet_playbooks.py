@@ -17,6 +17,9 @@ import pytest
 
 from tests.unit.fleet.test_fleet_modules import COLLECTIONS, Host, detail
 
+#: Real ansible-playbook runs: minutes a developer skips with -m 'not slow'.
+pytestmark = pytest.mark.slow
+
 PLAYBOOKS = COLLECTIONS / "ansible_collections" / "opsbot" / "fleet" / "playbooks"
 PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 IDS = {"web1": "20261201-213000-0000aa01", "web2": "20261201-213000-0000aa02"}

@@ -13,6 +13,9 @@ from tests.unit.web.conftest import APPROVE, Start, Web
 from web_svc.limits import RateLimiter, TokenBucket, source_key
 from web_svc.main import KEEP_ALIVE_SECONDS
 
+#: Timing and load: run alone, after the parallel pass (scripts/test).
+pytestmark = pytest.mark.serial
+
 #: How long a test waits for the server to close a connection it must close: far more
 #: than the deadline, so that only a server that never closes it fails.
 BOUND = 10.0
