@@ -34,6 +34,7 @@ LONG_FIRST = (
     "tests/scenarios/generated-b",
     "scenarios/test_diagnosis_scenarios",
     "integration/test_fleet_through_ansible",
+    "integration/test_benchmarks_run",
     "scenarios/test_scenario_host",
     "integration/test_exit_codes",
     "attacks/test_attack_approvals",

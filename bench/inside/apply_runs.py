@@ -4,10 +4,14 @@ interleaved, and print the wall times as JSON.
     apply_runs.py --runs N --ansible PATH UNIT UNIT UNIT
 
 opsbot: a fresh plan each run (its goal carries the run number) submitted over the socket
-as opsbot-diagnose, ``opsbot approve``d, then only ``opsbot apply`` is timed (as root), and
-separately ``systemctl start opsbot-apply.service`` (what the timer and path start: the
-sandboxed service, as opsbot-executor, authorised by polkit). Every timed run is checked
-afterwards: all three units have a new InvocationID, the plan is APPLIED.
+as opsbot-diagnose, ``opsbot approve``d, then only ``opsbot apply`` is timed (as root: the
+apply, then opsbot-verify's verdict, which it waits for), and separately ``systemctl start
+opsbot-apply.service`` (the apply alone, what the timer and path start: the sandboxed
+service, as opsbot-executor, authorised by polkit). Each opsbot run starts from an empty
+plan history (:func:`reset_history`): every round restarts the same three units with the
+same steps, which the restart budget, and the refusal of steps that ended UNRESOLVED (as
+the next method's restarts make them), would refuse from the second round on. Every timed
+run is checked afterwards: all three units have a new InvocationID, the plan ran.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from _util import (
 )
 
 PYTHON = "/opt/opsbot/venv/bin/python"
+STATE = Path("/var/lib/opsbot")
 OPSBOT = "/opt/opsbot/venv/bin/opsbot"
 WORK = Path("/root/bench-ansible")
 
@@ -57,6 +62,17 @@ def submit(goal: str, units: list[str]) -> tuple[str, str]:
     return str(reply["plan_id"]), str(reply["sha256"])
 
 
+def reset_history() -> None:
+    """opsbot's plan history emptied: the executor and any verification stopped, every
+    stored plan, status, consumed approval and verification marker removed (each is
+    started again on the next request). Not timed."""
+    run(["systemctl", "stop", "opsbot-executor.service", "opsbot-verify.service"])
+    for name in ("plans", "status", "consumed", "verify"):
+        directory = STATE / name
+        for path in directory.iterdir() if directory.exists() else ():
+            path.unlink()
+
+
 def plan_state(plan_id: str) -> str:
     detail = json.loads(run([OPSBOT, "show", plan_id, "--json"]).stdout)
     return str(detail["summary"]["state"])
@@ -80,15 +96,17 @@ def main() -> int:
     counter = {"n": 0}
 
     def opsbot_apply() -> tuple[float, str]:
+        reset_history()
         counter["n"] += 1
         plan_id, sha = submit(f"bench run {counter['n']}: restart three units", units)
         run([OPSBOT, "approve", plan_id, "--sha256", sha])
         elapsed, proc = timed([OPSBOT, "apply"])
-        if "APPLIED" not in proc.stdout:
+        if "APPLIED" not in proc.stdout or "VERIFIED" not in proc.stdout:
             raise RuntimeError(f"opsbot apply did not apply {plan_id}: {proc.stdout}")
         return elapsed, plan_id
 
     def opsbot_apply_service() -> tuple[float, str]:
+        reset_history()
         counter["n"] += 1
         plan_id, sha = submit(f"bench run {counter['n']}: restart three units (service)", units)
         run([OPSBOT, "approve", plan_id, "--sha256", sha])
@@ -138,7 +156,7 @@ def main() -> int:
             elapsed, _ = timed(argv)
             if i >= 0:
                 times[name].append(elapsed)
-    plans = len(os.listdir("/var/lib/opsbot/plans"))
+    plans = len(os.listdir(STATE / "plans"))
     print(
         json.dumps(
             {
