@@ -46,10 +46,12 @@ def _group(item: pytest.Item) -> str:
     return str(marker.args[0]) if marker and marker.args else ""
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark each test by where it lives: ``integration`` (and so ``slow``) below the
     container suites, and each container module its own xdist group; then put the long
-    groups first (a stable order: every worker collects the same)."""
+    groups first (a stable order: every worker collects the same). First of the hooks:
+    xdist's own reads the groups to name the work it hands out."""
     for item in items:
         path = Path(item.path).resolve()
         if any(path.is_relative_to(root) for root in INTEGRATION):
@@ -73,9 +75,13 @@ def _distributed(config: pytest.Config) -> bool:
     return config.pluginmanager.hasplugin("dsession")
 
 
+#: Where the scenario report's records come from (absent in a tree of other tests).
+SCENARIOS = TESTS / "scenarios"
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Before any test of this run: no scenario record of an earlier run is merged."""
-    if _worker(session.config) is None:
+    if _worker(session.config) is None and SCENARIOS.is_dir():
         from tests.scenarios.report import clear_parts
 
         clear_parts()
@@ -84,7 +90,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Each process that ran diagnoses writes its records (the controller of an xdist run
     has none: its workers ran them)."""
-    if not _distributed(session.config):
+    if not _distributed(session.config) and SCENARIOS.is_dir():
         from tests.scenarios.report import write_part
 
         write_part(_worker(session.config) or "main")
@@ -92,6 +98,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Merge every part of this run into the scenario report and print its table."""
+    if not SCENARIOS.is_dir():
+        return
     from tests.scenarios.report import merged_parts, parts_dir, table, write_report
 
     records = merged_parts(parts_dir())
