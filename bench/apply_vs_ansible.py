@@ -79,7 +79,7 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=None, help="timed runs per method (default 15)")
     args = p.parse_args()
     setup_logging(args.verbose)
-    runs = args.runs or (3 if args.quick else 15)
+    runs = args.runs or (2 if args.quick else 15)
     playbook = ensure_ansible()
     report = Report("apply_vs_ansible", "Apply vs Ansible: restart three running units")
     with booted() as ct:

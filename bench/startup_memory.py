@@ -60,7 +60,7 @@ def main() -> int:
     p = parser(__doc__.splitlines()[0])
     args = p.parse_args()
     setup_logging(args.verbose)
-    cold_runs, requests, seconds = (3, 100, 10) if args.quick else (12, 1000, 120)
+    cold_runs, requests, seconds = (2, 100, 5) if args.quick else (12, 1000, 120)
     report = Report("startup_memory", "Start-up and memory")
     with booted() as ct:
         install_opsbot(ct, CONFIG, [UNIT], DROPINS)

@@ -17,6 +17,6 @@ plans.approve (the same one root's opsbot-approver calls); what a diagnosis conc
 the diagnosis service's. It imports no daemon. Hidden from the diagnose units.
 """
 
-from opsbot_cli.main import main
+from opsbot_cli.main import COMMANDS, build_parser
 
-__all__ = ["main"]
+__all__ = ["COMMANDS", "build_parser"]

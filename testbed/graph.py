@@ -142,6 +142,9 @@ class Graph:
             f"# opsbot on generated graph {self.seed}",
             "[executor]",
             "approval_ttl_seconds = 3600",
+            # A relapse shows within 1 s of the fix (NODE_CRASH_AFTER); the scenario suite
+            # verifies in 3 s, these graphs in 5.
+            f"settle_seconds = {SETTLE_SECONDS:g}",
             "",
             "[diagnose.verify]",
             'follow_up = "always"',
@@ -162,6 +165,10 @@ class Graph:
                     f"timeout_seconds = {HEALTH_TIMEOUT}",
                 ]
         return "\n".join(lines) + "\n"
+
+
+#: opsbot-verify's window after a plan's last step, on the generated graphs.
+SETTLE_SECONDS = 5.0
 
 
 def _name(rng: random.Random, used: set[str]) -> str:

@@ -22,9 +22,11 @@ from testbed.host import approve, opsbot
 from testbed.host import diagnose as run_diagnose
 from testbed.injecting import InjectionError
 
-HEALTH_HOLD_SECONDS = 10.0
+#: How long the suite itself watches health hold after a fix (as the scenario suite: 6 s),
+#: beside opsbot-verify's own window (graphs.SETTLE_SECONDS).
+HEALTH_HOLD_SECONDS = 6.0
 APPLY_TIMEOUT = 90.0
-#: From APPLIED to opsbot-verify's verdict: the settle window (10 s) and the path unit.
+#: From APPLIED to opsbot-verify's verdict: the settle window (5 s) and the path unit.
 VERIFY_TIMEOUT = 60.0
 FOLLOW_UP_TIMEOUT = 60.0
 

@@ -193,16 +193,26 @@ def plan_state(ct: BootedSystemd, plan_id: str) -> str:
 
 
 def wait_state(ct: BootedSystemd, plan_id: str, states: set[str], timeout: float = 60) -> str:
-    def settled() -> str:
-        state = plan_state(ct, plan_id)
-        return state if state in states else ""
+    """Until ``plan_id`` is in one of ``states``; TimeoutError names the state it stayed in,
+    with its reason, and what the apply and verify units did meanwhile."""
+    seen: list[str] = []
 
-    return ct.wait_for(
-        settled,
-        timeout=timeout,
-        interval=0.5,
-        what=f"plan {plan_id} in {sorted(states)}",
-    )
+    def settled() -> str:
+        detail = json.loads(opsbot(ct, "show", plan_id, "--json").stdout)["summary"]
+        seen[:] = [f"{detail['state']} ({detail.get('reason') or 'no reason'})"]
+        return str(detail["state"]) if detail["state"] in states else ""
+
+    try:
+        return ct.wait_for(
+            settled, timeout=timeout, interval=0.5, what=f"plan {plan_id} in {sorted(states)}"
+        )
+    except TimeoutError as exc:
+        units = ct.run(
+            ["journalctl", "--no-pager", "-n", "40", "-u", "opsbot-apply.service", "-u"]
+            + ["opsbot-verify.service", "-u", "opsbot-apply.path", "-u", "opsbot-verify.path"],
+            check=False,
+        ).stdout
+        raise TimeoutError(f"{exc}; it stayed {seen[0] if seen else '?'}\n{units}") from exc
 
 
 LLM_PORT = 18080

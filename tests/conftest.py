@@ -7,9 +7,11 @@
     serial        run alone, after the parallel pass: load, quota, crash and timing tests
                   whose figures another worker's containers would disturb
 
-Each booted-container module is one xdist group (``--dist loadgroup``): its module- and
-session-scoped containers live on one worker. The groups known to be long go first, so
-that the two workers end together.
+Tests that boot containers are grouped for xdist (``--dist loadgroup``), each group on
+one worker: the modules of a suite that share its session container (``container``)
+form one group, in the order of the serial run, so that no module meets a container in
+a state another order would leave; a module with containers of its own is a group by
+itself. The groups known to be long go first, so that the two workers end together.
 
 The scenario report (tests/scenarios/report.py) is written by each process that ran
 diagnoses and merged by the one that reports: the xdist controller, or the only process.
@@ -32,12 +34,12 @@ INTEGRATION = tuple(TESTS / name for name in ("integration", "attacks", "scenari
 LONG_FIRST = (
     "tests/scenarios/generated-a",
     "tests/scenarios/generated-b",
-    "scenarios/test_diagnosis_scenarios",
+    "scenarios/shared-container",
     "integration/test_fleet_through_ansible",
+    "integration/shared-container",
     "integration/test_benchmarks_run",
-    "scenarios/test_scenario_host",
+    "attacks/shared-container",
     "integration/test_exit_codes",
-    "attacks/test_attack_approvals",
 )
 
 
@@ -58,7 +60,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.integration)
             item.add_marker(pytest.mark.slow)
             if item.get_closest_marker("xdist_group") is None:
-                group = path.relative_to(TESTS).with_suffix("").as_posix()
+                suite = path.relative_to(TESTS).parts[0]
+                shared = "container" in getattr(item, "fixturenames", ())
+                group = (
+                    f"{suite}/shared-container"
+                    if shared
+                    else path.relative_to(TESTS).with_suffix("").as_posix()
+                )
                 item.add_marker(pytest.mark.xdist_group(group))
     rank = {group: index for index, group in enumerate(LONG_FIRST)}
     items.sort(key=lambda item: rank.get(_group(item), len(rank)))
