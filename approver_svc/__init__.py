@@ -25,25 +25,15 @@ from typing import TYPE_CHECKING
 from shared_io.exports import lazy_exports
 
 if TYPE_CHECKING:
-    from approver_svc.errors import (
-        Refusal,
-    )
-    from approver_svc.service import (
-        ApproverService,
-    )
-    from approver_svc.state import (
-        ApproverState,
-        StateFile,
-    )
+    from approver_svc.errors import Refusal
+    from approver_svc.service import ApproverService
+    from approver_svc.state import ApproverState, StateFile
 
 #: Each module and the names it exports here.
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "approver_svc.errors": ("Refusal",),
     "approver_svc.service": ("ApproverService",),
-    "approver_svc.state": (
-        "ApproverState",
-        "StateFile",
-    ),
+    "approver_svc.state": ("ApproverState", "StateFile"),
 }
 __all__ = [
     "ApproverService",

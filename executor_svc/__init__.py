@@ -19,32 +19,16 @@ from typing import TYPE_CHECKING
 from shared_io.exports import lazy_exports
 
 if TYPE_CHECKING:
-    from executor_svc.apply import (
-        Applier,
-    )
-    from executor_svc.daemon import (
-        Server,
-    )
-    from executor_svc.peer import (
-        ALLOWED_OPS,
-        Peer,
-        Role,
-        Roles,
-    )
-    from executor_svc.service import (
-        ExecutorService,
-    )
+    from executor_svc.apply import Applier
+    from executor_svc.daemon import Server
+    from executor_svc.peer import ALLOWED_OPS, Peer, Role, Roles
+    from executor_svc.service import ExecutorService
 
 #: Each module and the names it exports here.
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "executor_svc.apply": ("Applier",),
     "executor_svc.daemon": ("Server",),
-    "executor_svc.peer": (
-        "ALLOWED_OPS",
-        "Peer",
-        "Role",
-        "Roles",
-    ),
+    "executor_svc.peer": ("ALLOWED_OPS", "Peer", "Role", "Roles"),
     "executor_svc.service": ("ExecutorService",),
 }
 __all__ = [

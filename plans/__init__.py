@@ -32,12 +32,7 @@ from typing import TYPE_CHECKING
 from shared_io.exports import lazy_exports
 
 if TYPE_CHECKING:
-    from plans.apply_unit import (
-        apply_running,
-        start_apply,
-        watched,
-        window_apply,
-    )
+    from plans.apply_unit import apply_running, start_apply, watched, window_apply
     from plans.approvals import (
         CLOCK_SKEW,
         CheckedApproval,
@@ -89,62 +84,16 @@ if TYPE_CHECKING:
         waits_text,
         window_wait,
     )
-    from plans.names import (
-        APPLY_PATH,
-        APPLY_TIMER,
-        APPLY_UNIT,
-        EXECUTOR_UNIT,
-        EXECUTOR_USER,
-    )
-    from plans.outcomes import (
-        LiveStates,
-        Outcome,
-        StepPreview,
-        failed,
-        outcome_json,
-        preview_steps,
-    )
-    from plans.policy import (
-        policy_errors,
-        step_argv,
-    )
-    from plans.polkit import (
-        RULE_PATH,
-        allowed_verbs,
-        privilege_mode,
-        render_rule,
-        write_rule,
-    )
-    from plans.preconditions import (
-        Check,
-        expect_words,
-        expectation_mismatch,
-        precondition_checks,
-    )
-    from plans.preview import (
-        dry_run,
-        preview_plans,
-    )
-    from plans.records import (
-        PlanRecord,
-        Provenance,
-        StatusRecord,
-        Transition,
-    )
-    from plans.states import (
-        ALLOWED,
-        TransitionRefused,
-        transition,
-    )
-    from plans.store import (
-        PlanStore,
-        new_plan_id,
-        utcnow,
-    )
-    from plans.tools import (
-        TOOLS,
-        argv_of,
-    )
+    from plans.names import APPLY_PATH, APPLY_TIMER, APPLY_UNIT, EXECUTOR_UNIT, EXECUTOR_USER
+    from plans.outcomes import LiveStates, Outcome, StepPreview, failed, outcome_json, preview_steps
+    from plans.policy import policy_errors, step_argv
+    from plans.polkit import RULE_PATH, allowed_verbs, privilege_mode, render_rule, write_rule
+    from plans.preconditions import Check, expect_words, expectation_mismatch, precondition_checks
+    from plans.preview import dry_run, preview_plans
+    from plans.records import PlanRecord, Provenance, StatusRecord, Transition
+    from plans.states import ALLOWED, TransitionRefused, transition
+    from plans.store import PlanStore, new_plan_id, utcnow
+    from plans.tools import TOOLS, argv_of
     from plans.verification import (
         VERIFY_HORIZON,
         history_errors,
@@ -166,21 +115,11 @@ if TYPE_CHECKING:
         wait_text,
         window_state,
     )
-    from plans.witness import (
-        Accepted,
-        accepted,
-        consumed,
-        executor_uids,
-    )
+    from plans.witness import Accepted, accepted, consumed, executor_uids
 
 #: Each module and the names it exports here.
 _EXPORTS: dict[str, tuple[str, ...]] = {
-    "plans.apply_unit": (
-        "apply_running",
-        "start_apply",
-        "watched",
-        "window_apply",
-    ),
+    "plans.apply_unit": ("apply_running", "start_apply", "watched", "window_apply"),
     "plans.approvals": (
         "CLOCK_SKEW",
         "CheckedApproval",
@@ -232,13 +171,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "waits_text",
         "window_wait",
     ),
-    "plans.names": (
-        "APPLY_PATH",
-        "APPLY_TIMER",
-        "APPLY_UNIT",
-        "EXECUTOR_UNIT",
-        "EXECUTOR_USER",
-    ),
+    "plans.names": ("APPLY_PATH", "APPLY_TIMER", "APPLY_UNIT", "EXECUTOR_UNIT", "EXECUTOR_USER"),
     "plans.outcomes": (
         "LiveStates",
         "Outcome",
@@ -247,47 +180,14 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "outcome_json",
         "preview_steps",
     ),
-    "plans.policy": (
-        "policy_errors",
-        "step_argv",
-    ),
-    "plans.polkit": (
-        "RULE_PATH",
-        "allowed_verbs",
-        "privilege_mode",
-        "render_rule",
-        "write_rule",
-    ),
-    "plans.preconditions": (
-        "Check",
-        "expect_words",
-        "expectation_mismatch",
-        "precondition_checks",
-    ),
-    "plans.preview": (
-        "dry_run",
-        "preview_plans",
-    ),
-    "plans.records": (
-        "PlanRecord",
-        "Provenance",
-        "StatusRecord",
-        "Transition",
-    ),
-    "plans.states": (
-        "ALLOWED",
-        "TransitionRefused",
-        "transition",
-    ),
-    "plans.store": (
-        "PlanStore",
-        "new_plan_id",
-        "utcnow",
-    ),
-    "plans.tools": (
-        "TOOLS",
-        "argv_of",
-    ),
+    "plans.policy": ("policy_errors", "step_argv"),
+    "plans.polkit": ("RULE_PATH", "allowed_verbs", "privilege_mode", "render_rule", "write_rule"),
+    "plans.preconditions": ("Check", "expect_words", "expectation_mismatch", "precondition_checks"),
+    "plans.preview": ("dry_run", "preview_plans"),
+    "plans.records": ("PlanRecord", "Provenance", "StatusRecord", "Transition"),
+    "plans.states": ("ALLOWED", "TransitionRefused", "transition"),
+    "plans.store": ("PlanStore", "new_plan_id", "utcnow"),
+    "plans.tools": ("TOOLS", "argv_of"),
     "plans.verification": (
         "VERIFY_HORIZON",
         "history_errors",
@@ -309,12 +209,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "wait_text",
         "window_state",
     ),
-    "plans.witness": (
-        "Accepted",
-        "accepted",
-        "consumed",
-        "executor_uids",
-    ),
+    "plans.witness": ("Accepted", "accepted", "consumed", "executor_uids"),
 }
 __all__ = [
     "ALLOWED",

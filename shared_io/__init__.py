@@ -27,12 +27,8 @@ from typing import TYPE_CHECKING
 from shared_io.exports import lazy_exports
 
 if TYPE_CHECKING:
-    from shared_io.activation import (
-        listening_socket,
-    )
-    from shared_io.config import (
-        load_config,
-    )
+    from shared_io.activation import listening_socket
+    from shared_io.config import load_config
     from shared_io.errors import (
         CommandFailed,
         ConfigError,
@@ -42,26 +38,10 @@ if TYPE_CHECKING:
         StoreError,
         UnitStateError,
     )
-    from shared_io.files import (
-        fsync_dir,
-        read_bounded,
-        write_atomic,
-    )
-    from shared_io.paths import (
-        DEFAULTS,
-        Paths,
-        config_path,
-    )
-    from shared_io.run import (
-        RunResult,
-        run,
-    )
-    from shared_io.unit_show import (
-        UnitProperties,
-        UnitState,
-        read_unit_state,
-        show,
-    )
+    from shared_io.files import fsync_dir, read_bounded, write_atomic
+    from shared_io.paths import DEFAULTS, Paths, config_path
+    from shared_io.run import RunResult, run
+    from shared_io.unit_show import UnitProperties, UnitState, read_unit_state, show
 
 #: Each module and the names it exports here.
 _EXPORTS: dict[str, tuple[str, ...]] = {
@@ -76,26 +56,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "StoreError",
         "UnitStateError",
     ),
-    "shared_io.files": (
-        "fsync_dir",
-        "read_bounded",
-        "write_atomic",
-    ),
-    "shared_io.paths": (
-        "DEFAULTS",
-        "Paths",
-        "config_path",
-    ),
-    "shared_io.run": (
-        "RunResult",
-        "run",
-    ),
-    "shared_io.unit_show": (
-        "UnitProperties",
-        "UnitState",
-        "read_unit_state",
-        "show",
-    ),
+    "shared_io.files": ("fsync_dir", "read_bounded", "write_atomic"),
+    "shared_io.paths": ("DEFAULTS", "Paths", "config_path"),
+    "shared_io.run": ("RunResult", "run"),
+    "shared_io.unit_show": ("UnitProperties", "UnitState", "read_unit_state", "show"),
 }
 __all__ = [
     "CommandFailed",

@@ -1,5 +1,5 @@
 """The package's shape: its public names. (Imports, shells and processes are checked for
-every package in tests/unit/test_contracts.py.)"""
+every package in tests/unit/repo/test_contracts.py.)"""
 
 from __future__ import annotations
 
