@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Literal
 
 from testbed.container import BootedSystemd
-from testbed.observe import http_probe
+from testbed.observe import http_probe, unit_properties
 
 Relation = Literal["BindsTo", "Requires", "Wants"]
 Role = Literal["proxy", "app", "store"]
@@ -51,6 +51,10 @@ HEALTH_TIMEOUT = 2.0
 UPSTREAM_TIMEOUT = 1.5
 #: Ports this machine or the other suites use.
 TAKEN_PORTS = frozenset({80, 5432, 5433, 6544, 8080, 9090, 18080})
+#: Where a node's port is drawn: below the kernel's ephemeral range (32768-60999 by
+#: default), so that no probe's or node's own outgoing connection can hold a port a node
+#: is about to listen on.
+PORT_RANGE = (20000, 32767)
 _SYLLABLES = (
     "ka lo mi ra ve to nu sil dor fen gar hol jin kes lum mor nad pix quor ros tav "
     "ulm vex wyn zor bel cri dax eno fyr gil"
@@ -190,7 +194,7 @@ def generate(seed: int) -> Graph:
 
     def port() -> int:
         while True:
-            p = rng.randint(20000, 59999)
+            p = rng.randint(*PORT_RANGE)
             if p not in ports and p not in TAKEN_PORTS:
                 ports.add(p)
                 return p
@@ -323,7 +327,28 @@ def wait_healthy(ct: BootedSystemd, graph: Graph, timeout: float = 60.0) -> None
     def healthy() -> bool:
         return all(status == 200 for status in probe_all(ct, graph).values())
 
-    ct.wait_for(healthy, timeout=timeout, interval=0.3, what=f"graph {graph.seed} healthy")
+    try:
+        ct.wait_for(healthy, timeout=timeout, interval=0.3, what=f"graph {graph.seed} healthy")
+    except TimeoutError as exc:
+        raise TimeoutError(f"{exc}: {describe(ct, graph)}") from None
+
+
+def describe(ct: BootedSystemd, graph: Graph) -> str:
+    """Each node's answer and unit state, and the last words of any node that is not up:
+    what a set-up that never became healthy is reported with."""
+    parts = []
+    for node in graph.nodes:
+        status = http_probe(ct, node.health_url, timeout=HEALTH_TIMEOUT).status
+        state = unit_properties(ct, node.unit, ("ActiveState", "SubState", "Result"))
+        active, sub, result = (state.get(k, "?") for k in ("ActiveState", "SubState", "Result"))
+        part = f"{node.unit} :{node.port} {status or 'no answer'} {active}/{sub} ({result})"
+        if state.get("ActiveState") != "active":
+            tail = ct.run(
+                ["journalctl", "--no-pager", "-o", "cat", "-n", "3", "-u", node.unit], check=False
+            ).stdout
+            part += " [" + " | ".join(tail.split("\n")).strip(" |") + "]"
+        parts.append(part)
+    return "; ".join(parts)
 
 
 def uninstall(ct: BootedSystemd, graph: Graph) -> None:

@@ -231,7 +231,7 @@ def run_case(ct: BootedSystemd, kind: Kind, seed: int, *, carry_plans: bool = Tr
     except InjectionError as exc:
         record.error = f"injection: {exc}"[:500]
     except TimeoutError as exc:  # the graph never came up: recorded, as every case is
-        record.error = f"set-up: {exc}"[:500]
+        record.error = f"set-up: {exc}"[:1500]
     finally:
         squatter = graph.extra.get("squatter")
         if squatter:
