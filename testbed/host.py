@@ -278,13 +278,19 @@ except DiagnoseError as exc:
 """
 
 
+def read_tool_code(tool: str, args: dict[str, Any]) -> str:
+    """A Python program that runs one read tool and prints its answer as JSON (or
+    {"error": message})."""
+    return _READ_TOOL_CALL.format(tool=tool, args=args)
+
+
 def call_read_tool(
     ct: BootedSystemd, tool: str, args: dict[str, Any], user: str | None = None
 ) -> Any:
     """One diagnosis read tool run inside the container (as ``user``) from the checkout:
     its output as JSON, or {"error": message} for a tool error."""
     result = ct.run(
-        [PYTHON, "-c", _READ_TOOL_CALL.format(tool=tool, args=args)],
+        [PYTHON, "-c", read_tool_code(tool, args)],
         user=user,
         env={"PYTHONPATH": REPO_MOUNT},
         timeout=60,

@@ -15,6 +15,7 @@ tail_journal         JournalArgs      JournalTail
 list_failed_units    NoArgs           FailedUnits
 read_process_state   ProcessArgs      ProcessState
 list_listeners       ListenersArgs    Listeners
+read_connections     ConnectionsArgs  Connections
 read_unit_file       UnitFileArgs     UnitFile
 disk_usage           DiskArgs         DiskUsage
 read_memory          MemoryArgs       MemoryState

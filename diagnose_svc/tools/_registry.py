@@ -31,7 +31,16 @@ from shared_schema import DiagnoseSettings, UnitName, field_errors
 #: processes, the sockets listening, its effective unit file, its filesystems, its memory,
 #: a timer's schedule.
 EvidenceKind = Literal[
-    "state", "journal", "health", "process", "listeners", "unit_file", "disk", "memory", "timer"
+    "state",
+    "journal",
+    "health",
+    "process",
+    "listeners",
+    "connections",
+    "unit_file",
+    "disk",
+    "memory",
+    "timer",
 ]
 #: In words, for a note that lists what is still unknown.
 EVIDENCE_WORDS: dict[EvidenceKind, str] = {
@@ -40,6 +49,7 @@ EVIDENCE_WORDS: dict[EvidenceKind, str] = {
     "health": "health target",
     "process": "the processes of",
     "listeners": "the listening sockets",
+    "connections": "the connections between units",
     "unit_file": "the unit file of",
     "disk": "the filesystems of",
     "memory": "the memory of",

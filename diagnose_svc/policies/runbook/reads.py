@@ -1,6 +1,7 @@
-"""What to read next, breadth first: the unit asked about, the failed units and every
-health target; then the state of everything failing in scope and of what it depends on;
-then how the root candidates fail; then what systemd stopped with the root."""
+"""What to read next, breadth first: the unit asked about, the failed units, every
+health target and the connections between units; then the state of everything failing in
+scope and of what it depends on; then how the root candidates fail; then what systemd
+stopped with the root."""
 
 from __future__ import annotations
 
@@ -49,6 +50,8 @@ def _wanted(settings: DiagnoseSettings, entry: str, found: Findings) -> Iterator
     own = view.targets_of(entry)
     for name in own + sorted(n for n in settings.health if n not in own):
         yield Read("http_get_health", {"target": name})
+    # Who talks to whom now: the dependencies no unit file declares.
+    yield Read("read_connections", {})
     status = view.status(entry)
     if status is None or status.load_state != "loaded":
         return  # decided from the state alone (or from the error reading it)

@@ -41,16 +41,27 @@ class View:
         return [self.found.health[t] for t in self.targets_of(unit) if t in self.found.health]
 
     def deps(self, unit: str) -> list[str]:
-        """What ``unit`` depends on: its BindsTo=, Requires= and Wants=, and any service
-        it is ordered After= that systemd reports failed (ordering alone is no need).
+        """What ``unit`` depends on: its BindsTo=, Requires= and Wants=, the units it is
+        connected to now, and any service it is ordered After= that systemd reports
+        failed (ordering alone is no need).
         Units opsbot never acts on (systemd's own) are left out unless they failed."""
         status = self.status(unit)
         if status is None:
             return []
-        named = [*status.binds_to, *status.requires, *status.wants]
+        named = [*status.binds_to, *status.requires, *status.wants, *self.observed(unit)]
         named = [u for u in named if denied_reason(u) is None]
         named += [d.unit for d in status.unhealthy_dependencies]
         return [u for u in dict.fromkeys(named) if u != unit and _service_like(u)]
+
+    def observed(self, unit: str) -> list[str]:
+        """The units ``unit`` is connected to now (read_connections): a dependency no
+        unit file declares, such as a proxy's upstream or an app's database by its port."""
+        return [
+            edge.server
+            for connections in self.found.connections.values()
+            for edge in connections.edges
+            if edge.client == unit and edge.server and edge.server != unit
+        ]
 
     def unhealthy_deps(self, unit: str) -> list[str]:
         status = self.status(unit)

@@ -40,6 +40,7 @@ from diagnose_svc.tools import (
 from diagnose_svc.tools._systemctl import parse_show, parse_timestamp
 from diagnose_svc.tools.disk_usage import DiskArgs, DiskUsage, Usage
 from diagnose_svc.tools.list_listeners import Listener, Listeners, ListenersArgs
+from diagnose_svc.tools.read_connections import Connections, ConnectionsArgs, Edge
 from diagnose_svc.tools.read_process_state import ProcessArgs, ProcessInfo, ProcessState
 from diagnose_svc.tools.read_unit_file import PathFact, UnitFile, UnitFileArgs
 from diagnose_svc.tools.read_unit_status import DependencyState, parse_unit_status
@@ -140,6 +141,9 @@ class RecordedHost:
     listening: list[Listener] = field(default_factory=list)
     #: unit -> its processes (read_process_state); by default its main process, sleeping.
     processes: dict[str, list[ProcessInfo]] = field(default_factory=dict)
+    #: The connections between units now (read_connections); None: the host does not
+    #: offer the tool (the recorded hosts before it).
+    connections: list[Edge] | None = None
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     def add(self, show: str, journal: Sequence[tuple[str, str, str, str]] = ()) -> RecordedHost:
@@ -286,7 +290,15 @@ class RecordedHost:
             self.calls.append(("read_process_state", args.model_dump()))
             return self.process_state(args.unit)
 
+        def read_connections(args: ConnectionsArgs, context: ToolContext) -> Connections:
+            """Recorded read_connections."""
+            self.calls.append(("read_connections", args.model_dump()))
+            edges = [e for e in self.connections or [] if args.unit in (None, e.client, e.server)]
+            return Connections(unit=args.unit, listeners=[], edges=edges)
+
+        offered = {"read_connections": make_tool(ConnectionsArgs, read_connections)}
         return {
+            **(offered if self.connections is not None else {}),
             "read_unit_status": make_tool(UnitArgs, read_unit_status),
             "tail_journal": make_tool(JournalArgs, tail_journal),
             "http_get_health": make_tool(HealthArgs, http_get_health),

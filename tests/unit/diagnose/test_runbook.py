@@ -23,6 +23,7 @@ from diagnose_svc.redact import Redactor
 from diagnose_svc.runtime import run_diagnosis
 from diagnose_svc.tools.disk_usage import Usage
 from diagnose_svc.tools.list_listeners import Holder, Listener
+from diagnose_svc.tools.read_connections import Edge
 from diagnose_svc.tools.read_process_state import ProcessInfo
 from diagnose_svc.tools.read_unit_file import PathFact
 from diagnose_svc.verdict import NoteVerdict, PlanVerdict
@@ -822,6 +823,26 @@ def test_of_two_that_time_out_with_nothing_to_tell_them_apart_none_is_restarted(
     assert kind == "unknown"
     assert "app.service" in verdict.cause.fact and "edge.service" in verdict.cause.fact  # type: ignore[union-attr]
     assert submitter.submitted == []
+
+
+@pytest.mark.parametrize("asked", ["app.service", "edge.service"])
+def test_a_connection_says_which_waits_on_which_where_no_unit_file_does(asked: str) -> None:
+    """The same two time out and no process is stopped, but the kernel shows the proxy
+    connected to the app's port: the proxy waits on the app, so the app is where the
+    fault is, whichever the operator asks about, and the proxy is left alone."""
+    host = _proxy_and_app_time_out(app_stopped=False)
+    host.connections = [
+        Edge(
+            client="edge.service",
+            server="app.service",
+            address="127.0.0.1",
+            port=8080,
+            states={"established": 2},
+        )
+    ]
+    verdict, _ = diagnose(host, asked, PROXY_AND_APP)
+    assert ("read_connections", {"unit": None}) in host.calls
+    assert steps_of(verdict) == [("restart_unit", "app.service", PINNED)]
 
 
 def test_a_follow_up_does_not_propose_what_was_tried() -> None:

@@ -1,0 +1,254 @@
+"""read_connections: which unit talks to which now, from the kernel's socket diagnostics.
+
+A reverse proxy that reaches its app by a ``proxy_pass`` line, an app that reaches its
+database by a host:port in its environment: neither says ``Requires=``, but the kernel
+knows their connections. Each TCP socket comes with the cgroup it was made in
+(``_sockdiag``), so a client socket names its unit and a listener names the server's; a
+listener PID 1 holds for a socket unit is named through that socket unit's ``Listen=``
+(the service it activates). What this gives is an *observed* edge: a fact of this moment,
+which says nothing of a backend that is down now (it has no connections).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import Counter
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+
+from diagnose_svc._model import Model
+from diagnose_svc.errors import ToolError
+from diagnose_svc.limits import COMMAND_PARSE_LIMIT, COMMAND_TIMEOUT_SECONDS, TOOL_OUTPUT_BUDGET
+from diagnose_svc.tools._registry import ToolArgs, ToolContext, ToolOutput, read_tool
+from diagnose_svc.tools._sockdiag import (
+    SockDiagError,
+    TcpSocket,
+    cgroup_root,
+    cgroup_units,
+    tcp_sockets,
+)
+from shared_io.errors import CommandFailed
+from shared_io.run import run
+from shared_schema import UnitName
+
+LIST_SOCKETS = ("systemctl", "list-sockets", "--all", "--output=json", "--no-pager")
+#: The cgroup of what PID 1 itself holds (the listeners of socket units).
+INIT_SCOPE = "init.scope"
+
+
+class ConnectionsArgs(ToolArgs):
+    gives = "connections"
+    unit: UnitName | None = None
+
+    def subject(self) -> str:
+        return self.unit or "*"
+
+
+class Endpoint(Model):
+    address: str
+    port: int
+    #: The unit that listens there (the service a socket unit activates), if known.
+    unit: str | None = None
+    #: The socket unit whose Listen= it is, when PID 1 holds it.
+    socket_unit: str | None = None
+
+
+class Edge(Model):
+    """``client`` connects to ``server`` (a unit, or None for an address no unit of this
+    host listens on) at address:port; ``states`` counts its sockets by TCP state."""
+
+    client: str
+    server: str | None
+    address: str
+    port: int
+    states: dict[str, int]
+
+
+class Connections(ToolOutput):
+    """The TCP listeners of this host by unit, and the connections between units."""
+
+    unit: str | None
+    listeners: list[Endpoint]
+    edges: list[Edge]
+    #: Sockets whose cgroup named no unit (a process outside any unit, a vanished cgroup).
+    unmapped: int = 0
+    omitted: int = 0
+
+    def summary(self) -> str:
+        if not self.edges:
+            about = f" of {self.unit}" if self.unit else ""
+            return f"no connections{about} between units now; {len(self.listeners)} listeners"
+        parts = []
+        for edge in self.edges[:8]:
+            states = ", ".join(f"{n} {s}" for s, n in sorted(edge.states.items()))
+            parts.append(
+                f"{edge.client} -> {edge.server or 'no unit here'} at "
+                f"{edge.address}:{edge.port} ({states})"
+            )
+        more = len(self.edges) - 8 + self.omitted
+        return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+    def related_units(self) -> list[str]:
+        units = [u for e in self.edges for u in (e.client, e.server) if u]
+        return list(dict.fromkeys(units))
+
+
+class _SocketRow(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    listen: str
+    unit: str
+    activates: str = ""
+
+
+_SOCKET_ROWS = TypeAdapter(list[_SocketRow])
+
+
+def _listen_port(listen: str) -> tuple[str, int] | None:
+    """``127.0.0.1:8080``, ``[::]:80``, ``0.0.0.0:53`` -> (address, port); None for a
+    path, a netlink or any other Listen= that is no TCP port."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit():
+        return None
+    host = host.strip("[]")
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    return host, int(port)
+
+
+def socket_units() -> list[_SocketRow]:
+    """Every socket unit's listen addresses and the unit each activates."""
+    result = run(LIST_SOCKETS, timeout=COMMAND_TIMEOUT_SECONDS, output_limit=COMMAND_PARSE_LIMIT)
+    result.check()
+    try:
+        return _SOCKET_ROWS.validate_json(result.stdout or "[]")
+    except ValidationError as exc:
+        raise CommandFailed(
+            f"systemctl list-sockets printed JSON opsbot does not understand: {exc.errors()[:1]}"
+        ) from exc
+
+
+_WILDCARD = {"0.0.0.0", "::"}
+
+
+def _is_local(address: str, local: set[str]) -> bool:
+    try:
+        if ipaddress.ip_address(address).is_loopback:
+            return True
+    except ValueError:
+        return False
+    return address in local
+
+
+def build(
+    sockets: list[TcpSocket], units: dict[int, str], socket_rows: list[_SocketRow]
+) -> tuple[list[Endpoint], list[Edge], int]:
+    """Listeners by unit and the edges between units, from the sockets, the cgroup
+    names and the socket units (pure: tests feed it what a host would)."""
+    by_listen: dict[tuple[str, int], _SocketRow] = {}
+    for socket_row in socket_rows:
+        parsed = _listen_port(socket_row.listen)
+        if parsed:
+            by_listen[parsed] = socket_row
+    listeners: dict[tuple[str, int], Endpoint] = {}
+    unmapped = 0
+    for s in sockets:
+        if s.state != "listen":
+            continue
+        unit = units.get(s.cgroup_id)
+        socket_unit = None
+        if unit in (None, INIT_SCOPE):
+            row: _SocketRow | None = by_listen.get((s.local, s.local_port))
+            if row is None:
+                row = next(
+                    (r for (a, p), r in by_listen.items() if p == s.local_port and a in _WILDCARD),
+                    None,
+                )
+            if row is not None:
+                socket_unit, unit = row.unit, row.activates or row.unit
+        if unit is None:
+            unmapped += 1
+        listeners[(s.local, s.local_port)] = Endpoint(
+            address=s.local, port=s.local_port, unit=unit, socket_unit=socket_unit
+        )
+    local = {a for a, _ in listeners}
+
+    def listener_at(address: str, port: int) -> Endpoint | None:
+        exact = listeners.get((address, port))
+        if exact is not None:
+            return exact
+        if not _is_local(address, local):
+            return None
+        for wildcard in ("0.0.0.0", "::"):
+            if (wildcard, port) in listeners:
+                return listeners[(wildcard, port)]
+        return None
+
+    counts: Counter[tuple[str, str | None, str, int, str]] = Counter()
+    for s in sockets:
+        if s.state == "listen" or listener_at(s.local, s.local_port) is not None:
+            continue  # a listener, or the server's end of an accepted connection
+        client = units.get(s.cgroup_id)
+        if client is None or client == INIT_SCOPE:
+            unmapped += 1
+            continue
+        server = listener_at(s.remote, s.remote_port)
+        if server is not None and server.unit == client:
+            continue
+        counts[(client, server.unit if server else None, s.remote, s.remote_port, s.state)] += 1
+    grouped: dict[tuple[str, str | None, str, int], dict[str, int]] = {}
+    for (client, server_unit, address, port, state), n in sorted(
+        counts.items(), key=lambda kv: (kv[0][0], str(kv[0][1]), kv[0][2], kv[0][3], kv[0][4])
+    ):
+        grouped.setdefault((client, server_unit, address, port), {})[state] = n
+    edges = [
+        Edge(client=c, server=s, address=a, port=p, states=st)
+        for (c, s, a, p), st in grouped.items()
+    ]
+    ordered = sorted(listeners.values(), key=lambda e: (e.port, e.address))
+    return ordered, edges, unmapped
+
+
+def _fit(
+    unit: str | None, listeners: list[Endpoint], edges: list[Edge], unmapped: int
+) -> Connections:
+    kept_edges, kept_listeners = list(edges), list(listeners)
+
+    def make() -> Connections:
+        omitted = len(edges) - len(kept_edges) + len(listeners) - len(kept_listeners)
+        return Connections(
+            unit=unit,
+            listeners=kept_listeners,
+            edges=kept_edges,
+            unmapped=unmapped,
+            omitted=omitted,
+        )
+
+    out = make()
+    while (kept_listeners or kept_edges) and len(out.model_dump_json()) > TOOL_OUTPUT_BUDGET:
+        (kept_listeners or kept_edges).pop()
+        out = make()
+    return out
+
+
+@read_tool(ConnectionsArgs)
+def read_connections(args: ConnectionsArgs, context: ToolContext) -> Connections:
+    """List which unit is connected to which now over TCP, and which unit listens on
+    each port, from the kernel's socket diagnostics (no privilege needed).
+
+    With ``unit``, only the connections it makes or accepts and its own listeners. An
+    edge "A -> B at address:port" means a process of unit A has a socket connected (or
+    connecting: syn-sent) to B's listener; "no unit here" is an address outside this
+    host. Use it to find the dependencies systemd does not declare: a proxy's upstream,
+    an app's database by its port. A backend that is down has no connections now.
+    """
+    try:
+        sockets = tcp_sockets()
+    except SockDiagError as exc:
+        raise ToolError(f"the kernel's socket diagnostics cannot be read: {exc}") from None
+    listeners, edges, unmapped = build(sockets, cgroup_units(cgroup_root()), socket_units())
+    if args.unit:
+        edges = [e for e in edges if args.unit in (e.client, e.server)]
+        listeners = [e for e in listeners if args.unit in (e.unit, e.socket_unit)]
+    return _fit(args.unit, listeners, edges, unmapped)

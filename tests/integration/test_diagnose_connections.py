@@ -1,0 +1,155 @@
+"""Dependencies nobody declared, as the diagnosis sees them on a booted systemd 252.
+
+Two DynamicUser services talk over loopback with no Requires=/Wants=/After= between
+them, and a client talks to a socket-activated service whose listener PID 1 holds. The
+read tool read_connections runs in a unit made from opsbot-diagnose.service itself (every
+line of it and its drop-ins: its user, its sandbox, its address families), with only the
+command changed: it must name both ends of each connection by unit, and never need a
+privilege the unit does not give.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from testbed.container import BootedSystemd
+from testbed.host import PYTHON, read_tool_code
+
+SERVER_PORT = 23917
+ACTIVATED_PORT = 23918
+CODE_DIR = "/usr/local/lib/conntest"
+PYTHON3 = "/usr/bin/python3"
+#: A client that connects once and holds the connection.
+HOLD = (
+    "import socket, sys, time\n"
+    "s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n"
+    "time.sleep(86400)\n"
+)
+#: A server that accepts and holds every connection: on its own port, or on the socket
+#: systemd passes it (fd 3).
+SERVE = (
+    "import socket, sys\n"
+    "if len(sys.argv) > 1:\n"
+    "    listener = socket.create_server(('127.0.0.1', int(sys.argv[1])))\n"
+    "else:\n"
+    "    listener = socket.socket(fileno=3)\n"
+    "held = []\n"
+    "while True:\n"
+    "    held.append(listener.accept())\n"
+)
+UNITS = {
+    "conntest-store.service": (
+        f"[Service]\nDynamicUser=yes\nExecStart={PYTHON3} {CODE_DIR}/serve.py {SERVER_PORT}\n"
+    ),
+    "conntest-app.service": (
+        "[Service]\nDynamicUser=yes\nRestart=on-failure\nRestartSec=200ms\n"
+        f"ExecStart={PYTHON3} {CODE_DIR}/hold.py {SERVER_PORT}\n"
+    ),
+    "conntest-queue.socket": f"[Socket]\nListenStream=127.0.0.1:{ACTIVATED_PORT}\n",
+    "conntest-queue.service": (
+        f"[Service]\nDynamicUser=yes\nExecStart={PYTHON3} {CODE_DIR}/serve.py\n"
+    ),
+    "conntest-worker.service": (
+        "[Service]\nDynamicUser=yes\nRestart=on-failure\nRestartSec=200ms\n"
+        f"ExecStart={PYTHON3} {CODE_DIR}/hold.py {ACTIVATED_PORT}\n"
+    ),
+}
+PROBE = "conntest-probe.service"
+#: What the probe unit does not take from opsbot-diagnose.service: how it is started
+#: and supervised, not what it may do.
+NOT_COPIED = ("ExecStart=", "Type=", "WatchdogSec=", "Restart", "Requires=", "After=", "Sockets=")
+
+
+@pytest.fixture(scope="module")
+def connected(opsbot: BootedSystemd) -> Iterator[BootedSystemd]:
+    ct = opsbot
+    ct.write_file(f"{CODE_DIR}/hold.py", HOLD)
+    ct.write_file(f"{CODE_DIR}/serve.py", SERVE)
+    for name, text in UNITS.items():
+        ct.write_file(f"/etc/systemd/system/{name}", text)
+    ct.systemctl("daemon-reload")
+    ct.systemctl("start", "conntest-store.service", "conntest-queue.socket")
+    ct.systemctl("start", "conntest-app.service", "conntest-worker.service")
+    yield ct
+    units = [*UNITS, PROBE]
+    ct.systemctl("stop", *units, check=False)
+    ct.run(["rm", "-rf", CODE_DIR, *(f"/etc/systemd/system/{u}" for u in units)])
+    ct.systemctl("daemon-reload")
+    ct.systemctl("reset-failed", *units, check=False)
+
+
+def in_diagnose_sandbox(ct: BootedSystemd, tool: str, args: dict[str, Any]) -> Any:
+    """``tool`` run once in a unit that is opsbot-diagnose.service (unit file and drop-ins,
+    line for line) but for how it is started; its answer as JSON."""
+    lines = [
+        line
+        for line in ct.systemctl("cat", "opsbot-diagnose.service").stdout.splitlines()
+        if not line.startswith(NOT_COPIED)
+    ]
+    ct.write_file(f"{CODE_DIR}/probe.py", read_tool_code(tool, args))
+    ct.write_file(
+        f"/etc/systemd/system/{PROBE}",
+        "\n".join(lines)
+        + "\n[Service]\nType=oneshot\nStandardOutput=journal\n"
+        + f"ExecStart={PYTHON} {CODE_DIR}/probe.py\n",
+    )
+    ct.systemctl("daemon-reload")
+    cursor = ct.run(["journalctl", "-n", "0", "--show-cursor", "-q"]).stdout.split("cursor: ")[-1]
+    ct.systemctl("start", PROBE)
+    out = ct.journal(
+        "-o", "cat", "-u", PROBE, "_TRANSPORT=stdout", f"--after-cursor={cursor.strip()}"
+    )
+    last = out.strip().splitlines()[-1:] or [""]
+    try:
+        return json.loads(last[0])
+    except ValueError:
+        raise AssertionError(f"{PROBE} printed no answer: {out[-2000:]!r}") from None
+
+
+def seen(ct: BootedSystemd, edge: tuple[str, str, int], what: str) -> dict[str, Any]:
+    """read_connections' first answer that has ``edge`` (the client may still be
+    connecting): within 30 s."""
+
+    def answer() -> dict[str, Any]:
+        found: dict[str, Any] = in_diagnose_sandbox(ct, "read_connections", {})
+        return found if edge in _edges(found) else {}
+
+    return ct.wait_for(answer, timeout=30, what=what)
+
+
+def _edges(answer: Any) -> set[tuple[str, str | None, int]]:
+    assert "error" not in answer, answer
+    return {(e["client"], e["server"], e["port"]) for e in answer["edges"]}
+
+
+def test_a_loopback_connection_between_dynamic_users_names_both_units(
+    connected: BootedSystemd,
+) -> None:
+    """conntest-app holds a connection to conntest-store's port, with nothing declared
+    between them: read_connections, in the diagnose unit's own sandbox, says app -> store
+    at that port, and that store listens there."""
+    want = ("conntest-app.service", "conntest-store.service", SERVER_PORT)
+    answer = seen(connected, want, "app's connection to store seen")
+    listening = {(e["port"], e["unit"]) for e in answer["listeners"]}
+    assert (SERVER_PORT, "conntest-store.service") in listening
+    assert not any(e["client"] == "conntest-store.service" for e in answer["edges"])
+
+
+def test_a_connection_to_a_socket_activated_service_names_the_service(
+    connected: BootedSystemd,
+) -> None:
+    """The queue's listener is PID 1's (init.scope): it is named through the socket
+    unit's Listen=, as the service it activates, and the worker's connection leads there."""
+    want = ("conntest-worker.service", "conntest-queue.service", ACTIVATED_PORT)
+    answer = seen(connected, want, "worker's connection to the socket-activated queue seen")
+    [listener] = [e for e in answer["listeners"] if e["port"] == ACTIVATED_PORT]
+    assert (listener["unit"], listener["socket_unit"]) == (
+        "conntest-queue.service",
+        "conntest-queue.socket",
+    )
+    only_app = in_diagnose_sandbox(connected, "read_connections", {"unit": "conntest-app.service"})
+    assert _edges(only_app) == {("conntest-app.service", "conntest-store.service", SERVER_PORT)}
