@@ -342,7 +342,7 @@ def describe(ct: BootedSystemd, graph: Graph) -> str:
         state = unit_properties(ct, node.unit, ("ActiveState", "SubState", "Result"))
         active, sub, result = (state.get(k, "?") for k in ("ActiveState", "SubState", "Result"))
         part = f"{node.unit} :{node.port} {status or 'no answer'} {active}/{sub} ({result})"
-        if state.get("ActiveState") != "active":
+        if active != "active":
             tail = ct.run(
                 ["journalctl", "--no-pager", "-o", "cat", "-n", "3", "-u", node.unit], check=False
             ).stdout

@@ -60,7 +60,7 @@ class View:
             edge.server
             for connections in self.found.connections.values()
             for edge in connections.edges
-            if edge.client == unit and edge.server and edge.server != unit
+            if edge.client == unit and edge.server
         ]
 
     def unhealthy_deps(self, unit: str) -> list[str]:
