@@ -16,6 +16,7 @@ list_failed_units    NoArgs           FailedUnits
 read_process_state   ProcessArgs      ProcessState
 list_listeners       ListenersArgs    Listeners
 read_connections     ConnectionsArgs  Connections
+read_config_edges    ConfigEdgesArgs  ConfigEdges
 read_unit_file       UnitFileArgs     UnitFile
 disk_usage           DiskArgs         DiskUsage
 read_memory          MemoryArgs       MemoryState

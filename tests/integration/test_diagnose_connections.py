@@ -58,6 +58,37 @@ UNITS = {
         f"ExecStart={PYTHON3} {CODE_DIR}/hold.py {ACTIVATED_PORT}\n"
     ),
 }
+#: A backend that is down, an app that reaches it by a URL in its environment (with a
+#: password), and an nginx front whose upstream (in an included file) is that backend;
+#: a root-only EnvironmentFile= the diagnose user may not read.
+LEDGER_PORT = 23919
+FRONT_PORT = 23920
+NGINX_DIR = "/etc/conntest-nginx"
+NGINX_FILES = {
+    f"{NGINX_DIR}/nginx.conf": (
+        "pid /run/conntest-front.pid;\nerror_log stderr;\nevents {}\n"
+        f"http {{\n  access_log off;\n  include {NGINX_DIR}/sites/*.conf;\n}}\n"
+    ),
+    f"{NGINX_DIR}/sites/ledger.conf": (
+        f"upstream books {{\n  server 127.0.0.1:{LEDGER_PORT};\n}}\n"
+        f"server {{\n  listen 127.0.0.1:{FRONT_PORT};\n"
+        "  location / { proxy_pass http://books; }\n}\n"
+    ),
+}
+CONFIGURED_UNITS = {
+    "conntest-ledger.service": (
+        f"[Service]\nDynamicUser=yes\nExecStart={PYTHON3} {CODE_DIR}/serve.py {LEDGER_PORT}\n"
+    ),
+    "conntest-teller.service": (
+        "[Service]\nDynamicUser=yes\n"
+        f"Environment=LEDGER_URL=http://teller:s3cret@127.0.0.1:{LEDGER_PORT}/books\n"
+        f"EnvironmentFile={NGINX_DIR}/teller.env\n"
+        "ExecStart=/bin/sleep infinity\n"
+    ),
+    "conntest-front.service": (
+        f"[Service]\nExecStart=/usr/sbin/nginx -c {NGINX_DIR}/nginx.conf -g 'daemon off;'\n"
+    ),
+}
 PROBE = "conntest-probe.service"
 #: What the probe unit does not take from opsbot-diagnose.service: how it is started
 #: and supervised, not what it may do.
@@ -74,10 +105,24 @@ def connected(opsbot: BootedSystemd) -> Iterator[BootedSystemd]:
     ct.systemctl("daemon-reload")
     ct.systemctl("start", "conntest-store.service", "conntest-queue.socket")
     ct.systemctl("start", "conntest-app.service", "conntest-worker.service")
+    for path, text in NGINX_FILES.items():
+        ct.write_file(path, text)
+    ct.write_file(f"{NGINX_DIR}/teller.env", "LEDGER_TOKEN=t0ken\n", 0o600)
+    for name, text in CONFIGURED_UNITS.items():
+        ct.write_file(f"/etc/systemd/system/{name}", text)
+    ct.systemctl("daemon-reload")
+    ct.systemctl("start", *CONFIGURED_UNITS)
+    # The ledger dies (SIGKILL): failed, loaded, no listener, no connection left.
+    ct.systemctl("kill", "-s", "KILL", "conntest-ledger.service")
+    ct.wait_for(
+        lambda: ct.systemctl("is-failed", "conntest-ledger.service", check=False).returncode == 0,
+        timeout=10,
+        what="ledger failed",
+    )
     yield ct
-    units = [*UNITS, PROBE]
+    units = [*UNITS, *CONFIGURED_UNITS, PROBE]
     ct.systemctl("stop", *units, check=False)
-    ct.run(["rm", "-rf", CODE_DIR, *(f"/etc/systemd/system/{u}" for u in units)])
+    ct.run(["rm", "-rf", CODE_DIR, NGINX_DIR, *(f"/etc/systemd/system/{u}" for u in units)])
     ct.systemctl("daemon-reload")
     ct.systemctl("reset-failed", *units, check=False)
 
@@ -153,3 +198,26 @@ def test_a_connection_to_a_socket_activated_service_names_the_service(
     )
     only_app = in_diagnose_sandbox(connected, "read_connections", {"unit": "conntest-app.service"})
     assert _edges(only_app) == {("conntest-app.service", "conntest-store.service", SERVER_PORT)}
+
+
+def test_a_backend_that_is_down_is_found_by_what_its_clients_are_configured_with(
+    connected: BootedSystemd,
+) -> None:
+    """The ledger is down: no listener, no connection. read_config_edges, in the
+    diagnose unit's own sandbox, still links the nginx front (its upstream, in an included
+    file) and the teller (a URL in its environment) to it, because the ledger's own
+    command line says it serves on that port; it shows no value (the password in the
+    URL), and reports the root-only EnvironmentFile= as unreadable."""
+    answer = in_diagnose_sandbox(connected, "read_config_edges", {})
+    assert "error" not in answer, answer
+    edges = {(e["client"], e["server"]): e for e in answer["edges"]}
+    front = edges[("conntest-front.service", "conntest-ledger.service")]
+    assert front["source"] == f"{NGINX_DIR}/sites/ledger.conf:2"
+    assert front["how"] == "is configured to listen there"
+    teller = edges[("conntest-teller.service", "conntest-ledger.service")]
+    assert (teller["endpoint"], teller["source"]) == (f":{LEDGER_PORT}", "Environment=LEDGER_URL")
+    assert "s3cret" not in json.dumps(answer) and "t0ken" not in json.dumps(answer)
+    assert (
+        f"conntest-teller.service: {NGINX_DIR}/teller.env (permission denied)"
+        in answer["unreadable"]
+    )

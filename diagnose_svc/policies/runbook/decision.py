@@ -8,12 +8,12 @@ from diagnose_svc.actions import Action, SubmitPlan
 from diagnose_svc.policies.findings import Findings
 from diagnose_svc.policies.runbook.constants import RUNNING
 from diagnose_svc.policies.runbook.down import decide_down
-from diagnose_svc.policies.runbook.notes import healthy, human_note, note, which_waits
+from diagnose_svc.policies.runbook.notes import also_failing, healthy, human_note, note, which_waits
 from diagnose_svc.policies.runbook.outcomes import Fix, Human, plan, step
 from diagnose_svc.policies.runbook.reads import evidence
 from diagnose_svc.policies.runbook.running import decide_running
 from diagnose_svc.policies.runbook.view import View
-from diagnose_svc.policies.runbook.words import ended
+from diagnose_svc.policies.runbook.words import crash_looping, cut, ended
 from diagnose_svc.tools import UnitStatus
 from shared_schema import DiagnoseSettings, denied_reason
 
@@ -66,6 +66,11 @@ def decide(settings: DiagnoseSettings, available: set[str], unit: str, found: Fi
         return human_note(view, unit, humans[0], roots)
     steps = [s for fix in fixes for s in fix.steps]
     goal = "; ".join(fix.goal for fix in fixes)
+    strangers = view.strangers()
+    if strangers:
+        # The plan is for the entry's chain only; the operator still learns of the rest.
+        also = also_failing(view)
+        steps[0] = {**steps[0], "reason": cut(steps[0]["reason"], 500 - len(also)) + also}
     return plan(goal, steps)
 
 
@@ -151,12 +156,13 @@ def _held_back(view: View, root: str, status: UnitStatus) -> Human | None:
             f"{root} is failing ({view.failing(root)})",
             f"opsbot never acts on it (built-in denylist {denied!r}): a human must look.",
         )
-    if status.active_state in ("activating", "deactivating"):
+    if status.active_state in ("activating", "deactivating") and not crash_looping(status):
         return Human(
             "in_transition",
             root,
             f"{root} is {status.active_state}/{status.sub_state} "
             f"(NRestarts={status.n_restarts}, {ended(status)})",
-            "systemd is acting on it right now; diagnose again once it settles.",
+            "systemd is starting or stopping it for the first time since it was asked "
+            "to; diagnose again once it settles.",
         )
     return None

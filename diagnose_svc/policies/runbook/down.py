@@ -21,7 +21,7 @@ from diagnose_svc.policies.runbook.last_run import (
 from diagnose_svc.policies.runbook.outcomes import Fix, Human, step
 from diagnose_svc.policies.runbook.port_held import port_held
 from diagnose_svc.policies.runbook.view import View
-from diagnose_svc.policies.runbook.words import cut, ended
+from diagnose_svc.policies.runbook.words import crash_looping, cut, ended, loop_words
 from diagnose_svc.tools import JournalLine, UnitStatus
 
 #: One check of a down unit: the cause it found (a Human), what it ruled out (a fact
@@ -38,7 +38,26 @@ def decide_down(view: View, root: str, status: UnitStatus, roots: list[str]) -> 
             return outcome
         if outcome is not None:
             checked.append(outcome)
+    if crash_looping(status):
+        return _loop_unexplained(view, root, status, checked)
     return _start_again(view, root, status, roots, checked)
+
+
+def _loop_unexplained(view: View, root: str, status: UnitStatus, checked: list[str]) -> Human:
+    """systemd keeps restarting it, what it depends on is healthy, and nothing checked
+    stops it: a start would be one more turn of the loop. Its last words say why it
+    exits (a lead for the human, never a decision)."""
+    episode = _episode(view, root, status)
+    last = episode[-1].message if episode else ""
+    said = f'; its last words: "{cut(last, 160)}"' if last else ""
+    facts = "; ".join(checked) or "nothing it needs was found missing"
+    return Human(
+        "crash_loop",
+        root,
+        f"{root} is {loop_words(status)}, while what it depends on is healthy ({facts}){said}",
+        f"systemd restarts it by itself, so a start changes nothing: a human must find why "
+        f"it exits (journalctl -u {root}) and fix that.",
+    )
 
 
 def _room_on_disk(view: View, root: str, status: UnitStatus) -> Human | str | None:
@@ -203,7 +222,7 @@ def _start_again(
                 root,
                 {"active_state": [status.active_state]},
                 f"{root} is {status.active_state} ({ended(status)}); checked: {facts}; "
-                "so starting it again should bring it back.",
+                f"so starting it again should bring it back. {view.why_needed(root)}",
             ),
             *then,
         ],

@@ -29,8 +29,13 @@ def restarts_not_fixing(unit: str, why: str, transcript: Transcript) -> FinalNot
     """What the runbook would do again did not fix it: a human must find why."""
     tried = "".join(f" {t.line()}." for t in transcript.tried)
     fact = cut(why, 480)
+    via = (
+        f"{transcript.unit} is failing because of {unit}, which it needs. "
+        if unit != transcript.unit
+        else ""
+    )
     text = (
-        f"{unit}: restarting is not fixing it: {why}.{tried} No plan is proposed: a human "
+        f"{via}{unit}: restarting is not fixing it: {why}.{tried} No plan is proposed: a human "
         f"must find why it does not stay up (journalctl -u {unit}, systemctl status {unit})."
     )
     return FinalNote(
@@ -49,8 +54,24 @@ def human_note(view: View, entry: str, human: Human, roots: list[str]) -> FinalN
         )
     others = [r for r in roots if r != human.unit]
     more = f" Also failing: {', '.join(others)}." if others else ""
-    text = f"{via}{human.unit}: {human.fact}. {human.advice} No plan is proposed.{more}"
+    text = (
+        f"{via}{human.unit}: {human.fact}. {human.advice} No plan is proposed."
+        f"{more}{also_failing(view)}"
+    )
     return note(cut(text, 3900), human)
+
+
+def also_failing(view: View) -> str:
+    """The failing units found outside the entry's chain, in words ('' if none): each
+    is its own diagnosis, never part of this one's plan."""
+    strangers = view.strangers()
+    if not strangers:
+        return ""
+    return (
+        f" Also failing, unrelated to {view.entry} as far as any dependency or "
+        f"connection shows: {', '.join(strangers)}; diagnose "
+        f"{'it' if len(strangers) == 1 else 'each'} on its own."
+    )
 
 
 def healthy(view: View, unit: str, status: UnitStatus) -> FinalNote:
@@ -70,7 +91,8 @@ def healthy(view: View, unit: str, status: UnitStatus) -> FinalNote:
     since_words = f" since {since:%Y-%m-%d %H:%M:%S} UTC" if since else ""
     fact = f"{unit} is {status.active_state}/{status.sub_state}{since_words}; {health}"
     return note(
-        f"{fact}.{recovered} Nothing it depends on is failing. No change is warranted.",
+        f"{fact}.{recovered} Nothing it depends on is failing. No change is warranted."
+        f"{also_failing(view)}",
         Human("healthy", unit, fact, ""),
     )
 

@@ -42,7 +42,8 @@ class RunbookPolicy:
             # The runbook has one answer per situation; a refused plan is for a human.
             refused = found.plan_refused
             if RESTART_BUDGET in refused or TRIED_BEFORE in refused:
-                return Proposal(restarts_not_fixing(transcript.unit, refused, transcript))
+                about = _refused_unit(transcript, refused)
+                return Proposal(restarts_not_fixing(about, refused, transcript))
             kind = "not_allowed" if "may not touch" in refused else "unknown"
             return Proposal(
                 note(
@@ -79,3 +80,14 @@ class RunbookPolicy:
     def decide(self, unit: str, found: Findings) -> Action:
         """The conclusion from the evidence at hand: a plan, or a note for a human."""
         return decision.decide(self.settings, self.available, unit, found)
+
+
+def _refused_unit(transcript: Transcript, refused: str) -> str:
+    """The unit a refusal is about: the first unit of the refused plan its words name
+    (a budget spent on a dependency is that dependency's, never the entry's)."""
+    for turn in reversed(transcript.turns):
+        if isinstance(turn.action, SubmitPlan):
+            units = [s["args"]["unit"] for s in turn.action.plan.get("steps", [])]
+            named = [u for u in units if u in refused]
+            return named[0] if named else transcript.unit
+    return transcript.unit

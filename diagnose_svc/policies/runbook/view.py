@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from diagnose_svc.policies import leads
 from diagnose_svc.policies.findings import Findings
 from diagnose_svc.policies.runbook.constants import DOWN, RUNNING, STOPPED_WITH
-from diagnose_svc.policies.runbook.words import cut, ended, health_words
+from diagnose_svc.policies.runbook.words import crash_looping, cut, ended, health_words, loop_words
 from diagnose_svc.tools import HealthResult, UnitStatus
 from shared_schema import DiagnoseSettings, denied_reason
 
@@ -54,14 +54,51 @@ class View:
         return [u for u in dict.fromkeys(named) if u != unit and _service_like(u)]
 
     def observed(self, unit: str) -> list[str]:
-        """The units ``unit`` is connected to now (read_connections): a dependency no
-        unit file declares, such as a proxy's upstream or an app's database by its port."""
-        return [
+        """The units ``unit`` is connected to now (read_connections), or configured to
+        reach (read_config_edges): a dependency no unit file declares, such as a
+        proxy's upstream or an app's database by its port, even while that is down."""
+        now = [
             edge.server
             for connections in self.found.connections.values()
             for edge in connections.edges
             if edge.client == unit and edge.server
         ]
+        configured = [
+            edge.server
+            for edges in self.found.configured.values()
+            for edge in edges.edges
+            if edge.client == unit
+        ]
+        return now + configured
+
+    def why_needed(self, unit: str) -> str:
+        """How a unit in scope counts on ``unit`` when no unit file says so, in words
+        ('' when a unit file does, or nothing in scope does)."""
+        for client in self.scope():
+            status = self.status(client)
+            if client == unit or status is None:
+                continue
+            if unit in (*status.binds_to, *status.requires, *status.wants):
+                return ""
+            words = self.edge_source(client, unit)
+            if words:
+                return f"No unit file declares it, but {words}."
+        return ""
+
+    def edge_source(self, client: str, server: str) -> str | None:
+        """Why ``client`` counts on ``server`` when no unit file says so, in words."""
+        for connections in self.found.connections.values():
+            for edge in connections.edges:
+                if (edge.client, edge.server) == (client, server):
+                    return f"{client} is connected to {server} at {edge.address}:{edge.port}"
+        for edges in self.found.configured.values():
+            for c in edges.edges:
+                if (c.client, c.server) == (client, server):
+                    return (
+                        f"{client} is configured to reach {c.endpoint} ({c.source}), where "
+                        f"{server} {c.how}"
+                    )
+        return None
 
     def unhealthy_deps(self, unit: str) -> list[str]:
         status = self.status(unit)
@@ -87,15 +124,27 @@ class View:
         return [h for h in self.found.health.values() if h.outcome != "ok"]
 
     def scope(self) -> list[str]:
-        """The units this diagnosis is about: the entry's dependencies, and, when health
-        fails anywhere among them, the units behind every failing health target (a
-        proxy's upstream is not a systemd dependency of the proxy)."""
+        """The units this diagnosis is about: the entry's dependencies (declared,
+        observed, configured), and, when health fails among them with no fault of their
+        own that systemd or /proc shows, the units behind every failing health target (a
+        proxy's upstream nothing links to it; the fallback when no edge is known). A unit
+        down on its own, unlinked to the entry, is a stranger: named, never planned for."""
         units = self.closure(self.entry)
-        if any(self.health_failing(u) for u in units) or self.failing(self.entry):
+        relayed = any(self.health_failing(u) for u in units) and not any(
+            self.hard_fault(u) for u in units if self.failing(u) and u in self.found.status
+        )
+        if relayed:
             for result in self.failing_targets():
                 if result.unit:
                     units += [u for u in self.closure(result.unit) if u not in units]
         return units
+
+    def strangers(self, limit: int = 6) -> list[str]:
+        """Failing units this diagnosis found outside the entry's chain (failed units,
+        units behind failing health targets): named in its verdict, never planned for."""
+        scope = set(self.scope())
+        seen = [*self.found.failed_units(), *(h.unit for h in self.failing_targets() if h.unit)]
+        return [u for u in dict.fromkeys(seen) if u not in scope][:limit]
 
     # -- what is wrong with a unit --------------------------------------------------------
 
@@ -134,6 +183,8 @@ class View:
             return f"failed ({ended(status)})"
         if status.active_state == "inactive":
             return f"inactive ({ended(status)})"
+        if crash_looping(status):
+            return loop_words(status)
         if status.active_state in ("activating", "deactivating"):
             return f"{status.active_state}/{status.sub_state}"
         stuck = self.process_stuck(unit)

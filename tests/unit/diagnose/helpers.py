@@ -40,6 +40,7 @@ from diagnose_svc.tools import (
 from diagnose_svc.tools._systemctl import parse_show, parse_timestamp
 from diagnose_svc.tools.disk_usage import DiskArgs, DiskUsage, Usage
 from diagnose_svc.tools.list_listeners import Listener, Listeners, ListenersArgs
+from diagnose_svc.tools.read_config_edges import ConfigEdge, ConfigEdges, ConfigEdgesArgs
 from diagnose_svc.tools.read_connections import Connections, ConnectionsArgs, Edge
 from diagnose_svc.tools.read_process_state import ProcessArgs, ProcessInfo, ProcessState
 from diagnose_svc.tools.read_unit_file import PathFact, UnitFile, UnitFileArgs
@@ -144,6 +145,8 @@ class RecordedHost:
     #: The connections between units now (read_connections); None: the host does not
     #: offer the tool (the recorded hosts before it).
     connections: list[Edge] | None = None
+    #: What units are configured to reach (read_config_edges); None: not offered.
+    configured: list[ConfigEdge] | None = None
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     def add(self, show: str, journal: Sequence[tuple[str, str, str, str]] = ()) -> RecordedHost:
@@ -296,9 +299,19 @@ class RecordedHost:
             edges = [e for e in self.connections or [] if args.unit in (None, e.client, e.server)]
             return Connections(unit=args.unit, listeners=[], edges=edges)
 
+        def read_config_edges(args: ConfigEdgesArgs, context: ToolContext) -> ConfigEdges:
+            """Recorded read_config_edges."""
+            self.calls.append(("read_config_edges", args.model_dump()))
+            edges = [e for e in self.configured or [] if args.unit in (None, e.client, e.server)]
+            return ConfigEdges(
+                unit=args.unit, edges=edges, unreadable=[], units_read=len(self.shows)
+            )
+
         offered = {"read_connections": make_tool(ConnectionsArgs, read_connections)}
+        configured = {"read_config_edges": make_tool(ConfigEdgesArgs, read_config_edges)}
         return {
             **(offered if self.connections is not None else {}),
+            **(configured if self.configured is not None else {}),
             "read_unit_status": make_tool(UnitArgs, read_unit_status),
             "tail_journal": make_tool(JournalArgs, tail_journal),
             "http_get_health": make_tool(HealthArgs, http_get_health),

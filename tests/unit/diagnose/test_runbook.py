@@ -11,7 +11,8 @@ the same decisions on a real systemd, on service graphs no test here names.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import re
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from diagnose_svc.redact import Redactor
 from diagnose_svc.runtime import run_diagnosis
 from diagnose_svc.tools.disk_usage import Usage
 from diagnose_svc.tools.list_listeners import Holder, Listener
+from diagnose_svc.tools.read_config_edges import ConfigEdge
 from diagnose_svc.tools.read_connections import Edge
 from diagnose_svc.tools.read_process_state import ProcessInfo
 from diagnose_svc.tools.read_unit_file import PathFact
@@ -434,14 +436,79 @@ def test_a_program_that_failed_after_running_for_an_hour_is_started_again() -> N
     assert [step[0] for step in steps_of(verdict)] == ["start_unit"]
 
 
-def test_unit_in_transition_gives_a_note() -> None:
-    """A unit systemd is restarting (activating, auto-restart): a note that it is in
-    transition, no plan."""
+def test_a_unit_starting_for_the_first_time_is_in_transition() -> None:
+    """A unit systemd is starting on request, not after a crash (activating/start,
+    NRestarts=0): a note that it is in transition, no plan."""
     show = recorded.KILLED_SHOW.replace("ActiveState=failed", "ActiveState=activating").replace(
-        "SubState=failed", "SubState=auto-restart"
+        "SubState=failed", "SubState=start"
     )
     verdict, _ = diagnose(RecordedHost().add(show), "killed.service")
     assert cause_of(verdict) == ("in_transition", "killed.service")
+
+
+def looping(show: str, restarts: int = 7, ran_seconds: int = 30) -> str:
+    """``show`` as systemd shows a unit in a crash loop: Restart=always, its program
+    exited with status 1 after ``ran_seconds``, systemd waiting to start it again."""
+    start = datetime(2026, 11, 29, 21, 49, 0, tzinfo=UTC)
+    stop = start + timedelta(seconds=ran_seconds)
+    exec_start = (
+        "ExecStart={ path=/usr/bin/app ; argv[]=/usr/bin/app --serve ; ignore_errors=no ; "
+        f"start_time=[{start:%a %Y-%m-%d %H:%M:%S} UTC] ; "
+        f"stop_time=[{stop:%a %Y-%m-%d %H:%M:%S} UTC] ; "
+        "pid=0 ; code=exited ; status=1/FAILURE }\n"
+    )
+    lines = [
+        line
+        for line in show.splitlines(keepends=True)
+        if not line.startswith(("ExecStart=", "Restart=", "NRestarts=", "MainPID="))
+    ]
+    out = "".join(lines)
+    for key, value in (
+        ("ActiveState", "activating"),
+        ("SubState", "auto-restart"),
+        ("Result", "exit-code"),
+        ("ExecMainCode", "1"),
+        ("ExecMainStatus", "1"),
+    ):
+        out = re.sub(rf"^{key}=.*$", f"{key}={value}", out, flags=re.M)
+    return out + f"Restart=always\nNRestarts={restarts}\nMainPID=0\n" + exec_start
+
+
+def test_a_crash_loop_whose_dependency_is_down_starts_the_dependency_only() -> None:
+    """app loops (Restart=always, NRestarts=7) because db, which it wants, failed: that
+    is a failing app, not one settling. The plan starts db; app follows by itself on its
+    next restart, so the plan does not touch it."""
+    app = looping(
+        recorded.APP_SHOW.replace(
+            "Requires=sysinit.target db.service", "Requires=sysinit.target"
+        ).replace("Wants=\n", "Wants=db.service\n")
+    )
+    host = RecordedHost().add(app).add(DB_RAN, recorded.DB_JOURNAL)
+    verdict, _ = diagnose(host, "app.service")
+    assert steps_of(verdict) == [("start_unit", "db.service", {"active_state": ["failed"]})]
+
+
+def test_a_crash_loop_with_healthy_dependencies_is_a_note_naming_the_loop() -> None:
+    """app loops with nothing it depends on failing and nothing it needs missing: a
+    start is one more turn of the loop, so a human is told it loops and why it exits
+    is theirs to find, with its last words as a lead."""
+    host = RecordedHost().add(
+        looping(APP_ALONE),
+        [("2026-11-29T21:49:30Z", "err", "app", "lost the session to the queue; exiting")],
+    )
+    verdict, submitter = diagnose(host, "app.service")
+    assert cause_of(verdict) == ("crash_loop", "app.service")
+    assert "NRestarts=7" in verdict.cause.fact  # type: ignore[union-attr]
+    assert "lost the session" in verdict.cause.fact  # type: ignore[union-attr]
+    assert submitter.submitted == []
+
+
+def test_a_crash_loop_of_a_program_that_dies_starting_is_its_config() -> None:
+    """app loops and each run ends 1 s after it started, nothing it reads changed: the
+    note names the program dying as it starts (a cause for a human), not a transition."""
+    host = RecordedHost().add(looping(APP_ALONE, ran_seconds=1))
+    verdict, _ = diagnose(host, "app.service")
+    assert cause_of(verdict) == ("config_error", "app.service")
 
 
 # -- the service graph -----------------------------------------------------------------------
@@ -885,3 +952,120 @@ def test_the_executors_restart_budget_becomes_a_note() -> None:
     )
     assert cause_of(verdict) == ("restarts_not_fixing", "killed.service")
     assert "3 times in the last 30 min" in verdict.cause.fact  # type: ignore[union-attr]
+
+
+# -- strangers: failing units outside the chain ----------------------------------------------
+
+
+def _api_killed_and_web_down_on_its_own() -> tuple[RecordedHost, DiagnoseSettings]:
+    """api was killed; web, which nothing links to api, failed on its own and its health
+    target refuses connections."""
+    host = (
+        RecordedHost()
+        .add(renamed(recorded.KILLED_SHOW, "killed.service", "api.service"))
+        .add(renamed(recorded.KILLED_SHOW, "killed.service", "web.service"))
+    )
+    config = settings(web=("http://127.0.0.1:8081/", "web.service"))
+    host.health["web"] = health("web", "web.service", "connection_refused")
+    return host, config
+
+
+def test_a_unit_failing_on_its_own_is_named_but_never_put_in_the_plan() -> None:
+    """The operator asks about api, which was killed; web failed separately and nothing
+    (no dependency, no connection, no configuration) links it to api. The plan starts
+    api only and tells the operator web is also failing, to be diagnosed on its own."""
+    host, config = _api_killed_and_web_down_on_its_own()
+    verdict, _ = diagnose(host, "api.service", config)
+    assert steps_of(verdict) == [("start_unit", "api.service", {"active_state": ["failed"]})]
+    assert isinstance(verdict, PlanVerdict)
+    assert "web.service; diagnose it on its own" in verdict.plan.steps[0].reason
+
+
+def test_a_healthy_unit_s_summary_names_every_failed_unit() -> None:
+    """api runs and answers; web failed on its own: "no change is warranted" for api,
+    and the note still names web, so it does not vanish from what the operator reads."""
+    host, config = _api_killed_and_web_down_on_its_own()
+    host.add(renamed(recorded.APP_SHOW, "app.service", "api.service").replace("db.service ", ""))
+    verdict, _ = diagnose(host, "api.service", config)
+    assert cause_of(verdict) == ("healthy", "api.service")
+    assert isinstance(verdict, NoteVerdict)
+    assert "web.service; diagnose it on its own" in verdict.text
+
+
+def test_a_budget_spent_on_a_dependency_is_reported_as_the_dependency_s() -> None:
+    """app needs db; the executor refuses to start db again (its restart budget is
+    spent): the note is about db, reached through app, never "app: restarting is not
+    fixing it"."""
+    from shared_schema import FieldError, Revise
+
+    budget = "restart budget spent: opsbot's plans started or restarted db.service 3 times"
+    host = RecordedHost().add(recorded.APP_SHOW, recorded.APP_JOURNAL).add(DB_RAN)
+    config = DiagnoseSettings()
+    submitter = FakeSubmitter([Revise(errors=[FieldError(path="steps.0", message=budget)])])
+    verdict = run_diagnosis(
+        "app.service", "", RunbookPolicy(config), host.tools(), submitter, config
+    )
+    assert cause_of(verdict) == ("restarts_not_fixing", "db.service")
+    assert isinstance(verdict, NoteVerdict)
+    assert verdict.text.startswith("app.service is failing because of db.service")
+
+
+# -- dependencies only a configuration names ---------------------------------------------------
+
+
+def _configured(client: str, server: str, endpoint: str, source: str, how: str) -> ConfigEdge:
+    return ConfigEdge(client=client, server=server, endpoint=endpoint, source=source, how=how)
+
+
+@pytest.mark.parametrize("configured", [True, False])
+def test_a_loop_on_a_backend_only_its_environment_names_starts_the_backend(
+    configured: bool,
+) -> None:
+    """app loops; db, which no unit file links to app, is down (no connections left to
+    see). app's environment names db's port: the plan starts db, saying which setting
+    links them. Without that reading, the loop is a note (never a start of app)."""
+    host = RecordedHost().add(looping(APP_ALONE)).add(DB_RAN, recorded.DB_JOURNAL)
+    host.configured = (
+        [
+            _configured(
+                "app.service",
+                "db.service",
+                ":5433",
+                "Environment=DATABASE_URL",
+                "is configured to listen there",
+            )
+        ]
+        if configured
+        else []
+    )
+    verdict, _ = diagnose(host, "app.service")
+    if not configured:
+        assert cause_of(verdict) == ("crash_loop", "app.service")
+        return
+    assert steps_of(verdict) == [("start_unit", "db.service", {"active_state": ["failed"]})]
+    assert isinstance(verdict, PlanVerdict)
+    assert "configured to reach :5433 (Environment=DATABASE_URL)" in verdict.plan.steps[0].reason
+
+
+def test_a_member_down_behind_a_front_that_still_answers_is_started() -> None:
+    """front balances over m1 and m2 (its proxy config names both); m2 failed, front
+    routes around it and answers 200. Asked about front, the plan starts m2; m1 and
+    front are left alone."""
+    front = renamed(APP_ALONE, "app.service", "front.service")
+    m1 = renamed(APP_ALONE, "app.service", "m1.service")
+    m2 = renamed(DB_RAN, "db.service", "m2.service")
+    host = RecordedHost().add(front).add(m1).add(m2)
+    host.configured = [
+        _configured(
+            "front.service",
+            "m2.service",
+            ":21002",
+            "/etc/p/site:7",
+            "is configured to listen there",
+        ),
+        _configured("front.service", "m1.service", ":21001", "/etc/p/site:6", "listens there now"),
+    ]
+    config = settings(site=("http://127.0.0.1:8088/", "front.service"))
+    host.health["site"] = health("site", "front.service", "ok", status=200)
+    verdict, _ = diagnose(host, "front.service", config)
+    assert steps_of(verdict) == [("start_unit", "m2.service", {"active_state": ["failed"]})]

@@ -1,0 +1,258 @@
+"""read_config_edges: which unit reaches which, as their configuration says.
+
+A proxy's ``proxy_pass``, an app's ``DATABASE_URL`` or ``--upstream 127.0.0.1:9000``: a
+dependency no unit file declares, and one the kernel cannot show once the backend is
+down (it has no connections then). Each service's environment, command line,
+EnvironmentFile= and config files are read for the ports and socket paths they name
+(``_config_files``); each port a unit reaches is matched to the unit that listens there
+now, or, when none does, to the unit configured to listen there. What is kept is the
+edge, the endpoint and the name of the setting or the file:line that says it; never a
+value (a password in a URL stays in its file).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Iterable
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+
+from diagnose_svc._model import Model
+from diagnose_svc.errors import ToolError
+from diagnose_svc.limits import COMMAND_PARSE_LIMIT, COMMAND_TIMEOUT_SECONDS, TOOL_OUTPUT_BUDGET
+from diagnose_svc.tools._config_files import UnitConfig, unit_config
+from diagnose_svc.tools._registry import ToolArgs, ToolContext, ToolOutput, read_tool
+from diagnose_svc.tools._sockdiag import SockDiagError, cgroup_root, cgroup_units, tcp_sockets
+from diagnose_svc.tools._systemctl import parse_exec, parse_int, show
+from diagnose_svc.tools.read_connections import build, socket_units
+from diagnose_svc.tools.read_unit_file import _ENV_FILE
+from shared_io.errors import CommandFailed
+from shared_io.run import run
+from shared_schema import UnitName, denied_reason
+
+#: Services whose configuration is read at most (the loaded ones, then the enabled ones).
+UNIT_LIMIT = 96
+PROPERTIES = ("Id", "ActiveState", "Environment", "ExecStart", "EnvironmentFiles", "MainPID")
+LISTED = ("systemctl", "list-units", "--type=service", "--all", "--output=json", "--no-pager")
+ENABLED = (
+    "systemctl",
+    "list-unit-files",
+    "--type=service",
+    "--state=enabled",
+    "--output=json",
+    "--no-pager",
+)
+
+
+class ConfigEdgesArgs(ToolArgs):
+    gives = "configured"
+    unit: UnitName | None = None
+
+    def subject(self) -> str:
+        return self.unit or "*"
+
+
+class ConfigEdge(Model):
+    """``client`` is configured to reach ``endpoint`` (":PORT" on this host, or a socket
+    path), where ``server`` listens now, or is configured to (``how``); ``source`` is
+    the setting or file:line that says so."""
+
+    client: str
+    server: str
+    endpoint: str
+    source: str
+    how: str
+
+
+class ConfigEdges(ToolOutput):
+    unit: str | None
+    edges: list[ConfigEdge]
+    #: Files a unit names that the diagnose user could not read ("unit: path (why)").
+    unreadable: list[str]
+    units_read: int
+    omitted: int = 0
+
+    def summary(self) -> str:
+        if not self.edges:
+            head = f"no configured edges among {self.units_read} services"
+        else:
+            parts = [
+                f"{e.client} -> {e.server} at {e.endpoint} ({e.source}; {e.how})"
+                for e in self.edges[:6]
+            ]
+            more = len(self.edges) - 6 + self.omitted
+            head = "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+        if self.unreadable:
+            head += f"; unreadable: {', '.join(self.unreadable[:3])}"
+        return head
+
+    def related_units(self) -> list[str]:
+        return list(dict.fromkeys(u for e in self.edges for u in (e.client, e.server)))
+
+
+# -- matching what each unit reaches to who serves there (pure) ------------------------------
+
+LIVE = "listens there now"
+CONFIGURED = "is configured to listen there"
+SOCKET = "its socket unit listens there"
+
+
+def resolve(
+    configs: list[UnitConfig], live: dict[int, str], socket_paths: dict[str, str]
+) -> list[ConfigEdge]:
+    """Edges from what each unit reaches: to the unit listening on that port now (not
+    itself), else to the one other unit configured to listen there; a socket path to the
+    service its socket unit activates, else to the unit configured to bind it. A bare
+    port whose setting does not say listen or reach (``either``) is only ever the
+    listening end."""
+    own: dict[int | str, list[str]] = {}
+    for config in configs:
+        for m in config.mentions:
+            if m.role in ("own", "either"):
+                own.setdefault(m.path or m.port or 0, []).append(config.unit)
+    down_first: list[ConfigEdge] = []
+    live_edges: list[ConfigEdge] = []
+    for config in configs:
+        mine = {m.path or m.port for m in config.mentions if m.role == "own"}
+        for m in config.mentions:
+            key = m.path or m.port or 0
+            if m.role != "reach" or key in mine:
+                continue
+            if m.path:
+                server, how = socket_paths.get(m.path), SOCKET
+            else:
+                server, how = live.get(int(key)), LIVE
+            if server is None:
+                named = [u for u in dict.fromkeys(own.get(key, [])) if u != config.unit]
+                server, how = (named[0], CONFIGURED) if len(named) == 1 else (None, "")
+            if server is None or server == config.unit:
+                continue
+            edge = ConfigEdge(
+                client=config.unit, server=server, endpoint=m.endpoint, source=m.source, how=how
+            )
+            (live_edges if how == LIVE else down_first).append(edge)
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for edge in down_first + live_edges:
+        if (edge.client, edge.server) not in seen:
+            seen.add((edge.client, edge.server))
+            out.append(edge)
+    return out
+
+
+# -- reading the host -------------------------------------------------------------------------
+
+
+class _Row(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    unit: str = ""
+    unit_file: str = ""
+
+
+_ROWS = TypeAdapter(list[_Row])
+
+
+def _listed(command: Iterable[str]) -> list[str]:
+    result = run(tuple(command), timeout=COMMAND_TIMEOUT_SECONDS, output_limit=COMMAND_PARSE_LIMIT)
+    result.check()
+    try:
+        rows = _ROWS.validate_json(result.stdout or "[]")
+    except ValidationError as exc:
+        raise CommandFailed(f"systemctl printed JSON opsbot does not understand: {exc}") from exc
+    return [row.unit or row.unit_file for row in rows]
+
+
+def services() -> list[str]:
+    """The services whose configuration may name an endpoint: loaded ones (running,
+    failed, inactive) and enabled ones, but none opsbot never acts on."""
+    names = _listed(LISTED) + _listed(ENABLED)
+    wanted = [n for n in dict.fromkeys(names) if n.endswith(".service") and "@.service" not in n]
+    return [n for n in wanted if denied_reason(n) is None][:UNIT_LIMIT]
+
+
+def _environment(value: str) -> list[str]:
+    try:
+        return shlex.split(value)
+    except ValueError:
+        return value.split()
+
+
+def _cmdline(pid: int) -> list[str] | None:
+    if pid <= 0:
+        return None
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            raw = handle.read(8192)
+    except OSError:
+        return None  # another user's process the sandbox hides: ExecStart= says enough
+    words = [w.decode("utf-8", "replace") for w in raw.split(b"\0") if w]
+    return words or None
+
+
+def read_configs(units: list[str]) -> list[UnitConfig]:
+    configs = []
+    for props in show(units, PROPERTIES) if units else []:
+        unit = props.get("Id", "")
+        configs.append(
+            unit_config(
+                unit,
+                _environment(props.get("Environment", "")),
+                [list(c.argv) for c in parse_exec(props.get("ExecStart", ""))],
+                [
+                    m.group(1)
+                    for m in _ENV_FILE.finditer(props.get("EnvironmentFiles", ""))
+                    if m.group(2) == "no" or os.path.exists(m.group(1))
+                ],
+                _cmdline(parse_int(props.get("MainPID", ""))),
+            )
+        )
+    return configs
+
+
+def _fit(
+    unit: str | None, edges: list[ConfigEdge], unreadable: list[str], read: int
+) -> ConfigEdges:
+    kept, kept_unreadable = list(edges), list(unreadable[:8])
+
+    def make() -> ConfigEdges:
+        omitted = len(edges) - len(kept)
+        return ConfigEdges(
+            unit=unit, edges=kept, unreadable=kept_unreadable, units_read=read, omitted=omitted
+        )
+
+    out = make()
+    while (kept_unreadable or kept) and len(out.model_dump_json()) > TOOL_OUTPUT_BUDGET:
+        (kept_unreadable or kept).pop()
+        out = make()
+    return out
+
+
+@read_tool(ConfigEdgesArgs)
+def read_config_edges(args: ConfigEdgesArgs, context: ToolContext) -> ConfigEdges:
+    """List which unit is configured to reach which: the ports and socket paths each
+    service's Environment=, ExecStart= (and its process's command line), EnvironmentFile=
+    and config files name (nginx proxy_pass/upstream, HAProxy server, Caddy
+    reverse_proxy, with their includes; other config files as key/value), matched to the
+    unit that listens there now or is configured to.
+
+    With ``unit``, only the edges it is an end of. An edge "A -> B at :PORT (source; how)"
+    holds even when B is down and has no connections: use it for a proxy's upstream or
+    an app's database that no unit file declares. Files the diagnose user may not read are
+    listed as unreadable, never read another way. Values are never shown.
+    """
+    try:
+        sockets = tcp_sockets()
+    except SockDiagError as exc:
+        raise ToolError(f"the kernel's socket diagnostics cannot be read: {exc}") from None
+    rows = socket_units()
+    listeners, _, _ = build(sockets, cgroup_units(cgroup_root()), rows)
+    live = {e.port: e.unit for e in listeners if e.unit}
+    paths = {r.listen: r.activates or r.unit for r in rows if r.listen.startswith("/")}
+    configs = read_configs(services())
+    edges = resolve(configs, live, paths)
+    unreadable = [f"{c.unit}: {path}" for c in configs for path in c.unreadable]
+    if args.unit:
+        edges = [e for e in edges if args.unit in (e.client, e.server)]
+        unreadable = [u for u in unreadable if u.startswith(f"{args.unit}: ")]
+    return _fit(args.unit, edges, unreadable, len(configs))
