@@ -53,6 +53,7 @@ CauseKind = Literal[
     "out_of_memory",  # the kernel killed it for memory, again
     "in_transition",  # systemd is starting or stopping it right now
     "crash_loop",  # systemd keeps restarting it and nothing found explains why it exits
+    "timeout",  # its start did not finish within its timeout, and nothing changed since
     "app_error",  # it runs, its dependencies are healthy, and it answers errors
     "denylisted",  # the cause is in a unit opsbot never acts on
     "not_allowed",  # a fix exists, but the policy does not allow it: a human must run it

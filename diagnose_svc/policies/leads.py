@@ -119,3 +119,18 @@ def settings_named(lines: list[JournalLine]) -> list[tuple[str, str, JournalLine
         for match in _SETTING.finditer(line.message):
             out.append((match.group(1), match.group(2), line))
     return out
+
+
+NO_SPACE = re.compile(r"no space left on device|ENOSPC|disk (?:is )?full", re.I)
+NO_SUCH_FILE = re.compile(r"no such file or directory|ENOENT|does not exist|not found", re.I)
+_ABSOLUTE = re.compile(r"(/[\w.@+\-]+(?:/[\w.@+\-]+)+)")
+
+
+def paths_named(lines: list[JournalLine]) -> list[str]:
+    """Absolute paths that lines about a missing file name (leads a file's facts check)."""
+    out: dict[str, None] = {}
+    for line in lines:
+        if NO_SUCH_FILE.search(line.message):
+            for match in _ABSOLUTE.finditer(line.message):
+                out.setdefault(match.group(1).rstrip(".:,;'\""), None)
+    return list(out)

@@ -92,11 +92,33 @@ def directories(props: Mapping[str, str]) -> list[tuple[str, str]]:
     return list(out.items())[:MAX_DIRECTORIES]
 
 
+def _measurable(path: str) -> str | None:
+    """Where to measure a directory the diagnose user may not enter: a DynamicUser=
+    state directory is a symlink into /var/lib/private (0700 root), which exists; the
+    filesystem it is on is that of the link's target's nearest directory it may stat."""
+    if not os.path.islink(path):
+        return None
+    target = os.path.join(os.path.dirname(path), os.readlink(path))
+    parent = os.path.dirname(os.path.normpath(target))
+    while parent and parent != "/":
+        try:
+            os.statvfs(parent)
+            return parent
+        except OSError:
+            parent = os.path.dirname(parent)
+    return "/"
+
+
 def usage(path: str, role: str) -> Usage:
     try:
         vfs = os.statvfs(path)
-    except OSError:
+    except FileNotFoundError:
         return Usage(path=path, role=role, exists=False)
+    except OSError:
+        measured = _measurable(path)
+        if measured is None:
+            return Usage(path=path, role=role, exists=False)
+        vfs = os.statvfs(measured)
     size = vfs.f_blocks * vfs.f_frsize
     free = vfs.f_bavail * vfs.f_frsize
     used = 100.0 * (size - free) / size if size else 0.0

@@ -124,6 +124,12 @@ def _user_ids(user: str) -> tuple[int, set[int]] | None:
     return entry.pw_uid, groups
 
 
+def _dynamic_ids(name: str) -> tuple[int, set[int]]:
+    """A dynamic user's ids while it exists (nss-systemd names it); otherwise ids no
+    file belongs to, so that only a file's "others" bits decide what it may read."""
+    return _user_ids(name) or (-1, set())
+
+
 def _name(table: str, number: int) -> str:
     try:
         if table == "user":
@@ -218,9 +224,16 @@ def read_unit_file(args: UnitFileArgs, context: ToolContext) -> UnitFile:
     """
     [props] = show([args.unit], PROPERTIES)
     files, text = _text(args.unit)
-    user = "" if props.get("DynamicUser") == "yes" else props.get("User", "")
+    dynamic = props.get("DynamicUser") == "yes"
+    user = props.get("User", "")
     started = parse_timestamp(props.get("ExecMainStartTimestamp", ""))
     ids = _user_ids(user)
+    if dynamic:
+        # A user systemd allocates while the unit runs (never root): its name is User=
+        # or the unit's; while it is down no file is its own, so others' bits decide.
+        user = user or args.unit.removesuffix(".service")
+        ids = _dynamic_ids(user)
+        user = f"{user} (DynamicUser=yes)"
     paths = [
         _fact(path, role, ids, started, optional) for path, role, optional in named_paths(props)
     ]

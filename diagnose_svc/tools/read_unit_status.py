@@ -47,6 +47,7 @@ PROPERTIES: tuple[str, ...] = (
     "User",
     "ExecStartPre",
     "ExecStart",
+    "TriggeredBy",
 )
 DEPENDENCY_PROPERTIES: tuple[str, ...] = ("Id", "LoadState", "ActiveState", "SubState", "Result")
 
@@ -124,6 +125,8 @@ class UnitStatus(ToolOutput):
     active_exit_timestamp: datetime | None = None
     user: str = ""
     failed_command: FailedCommand | None = None
+    #: The socket (or path, timer) units that start it on demand.
+    triggered_by: list[str] = []
     unhealthy_dependencies: list[DependencyState]
     #: Entries of ``after``, ``wants``, ``bound_by`` and ``required_by`` left out to keep
     #: the answer short.
@@ -277,6 +280,7 @@ def parse_unit_status(props: Mapping[str, str], unhealthy: list[DependencyState]
         active_exit_timestamp=parse_timestamp(props.get("ActiveExitTimestamp", "")),
         user=props.get("User", ""),
         failed_command=failed_command(props),
+        triggered_by=_units(props.get("TriggeredBy", "")),
         unhealthy_dependencies=unhealthy,
     )
 

@@ -43,7 +43,8 @@ SERVE = (
 )
 UNITS = {
     "conntest-store.service": (
-        f"[Service]\nDynamicUser=yes\nExecStart={PYTHON3} {CODE_DIR}/serve.py {SERVER_PORT}\n"
+        "[Service]\nDynamicUser=yes\nStateDirectory=conntest-store\n"
+        f"ExecStart={PYTHON3} {CODE_DIR}/serve.py {SERVER_PORT}\n"
     ),
     "conntest-app.service": (
         "[Service]\nDynamicUser=yes\nRestart=on-failure\nRestartSec=200ms\n"
@@ -130,12 +131,17 @@ def connected(opsbot: BootedSystemd) -> Iterator[BootedSystemd]:
 def in_diagnose_sandbox(ct: BootedSystemd, tool: str, args: dict[str, Any]) -> Any:
     """``tool`` run once in a unit that is opsbot-diagnose.service (unit file and drop-ins,
     line for line) but for how it is started; its answer as JSON."""
+    return code_in_diagnose_sandbox(ct, read_tool_code(tool, args))
+
+
+def code_in_diagnose_sandbox(ct: BootedSystemd, code: str) -> Any:
+    """``code`` (printing one JSON line last) run as the diagnose user in its sandbox."""
     lines = [
         line
         for line in ct.systemctl("cat", "opsbot-diagnose.service").stdout.splitlines()
         if not line.startswith(NOT_COPIED)
     ]
-    ct.write_file(f"{CODE_DIR}/probe.py", read_tool_code(tool, args))
+    ct.write_file(f"{CODE_DIR}/probe.py", code)
     ct.write_file(
         f"/etc/systemd/system/{PROBE}",
         "\n".join(lines)
@@ -145,14 +151,16 @@ def in_diagnose_sandbox(ct: BootedSystemd, tool: str, args: dict[str, Any]) -> A
     ct.systemctl("daemon-reload")
     cursor = ct.run(["journalctl", "-n", "0", "--show-cursor", "-q"]).stdout.split("cursor: ")[-1]
     ct.systemctl("start", PROBE)
-    out = ct.journal(
-        "-o", "cat", "-u", PROBE, "_TRANSPORT=stdout", f"--after-cursor={cursor.strip()}"
-    )
-    last = out.strip().splitlines()[-1:] or [""]
-    try:
-        return json.loads(last[0])
-    except ValueError:
-        raise AssertionError(f"{PROBE} printed no answer: {out[-2000:]!r}") from None
+
+    def printed() -> Any:
+        said = ct.journal("-o", "cat", "-u", PROBE, f"--after-cursor={cursor.strip()}")
+        for line in reversed(said.strip().splitlines()):
+            if line.startswith(("{", "[")):
+                return json.loads(line)
+        return None
+
+    # journald may store the stream's line a moment after the unit has finished.
+    return ct.wait_for(printed, timeout=10, what=f"{PROBE}'s answer in its journal")
 
 
 def seen(ct: BootedSystemd, edge: tuple[str, str, int], what: str) -> dict[str, Any]:
@@ -221,3 +229,52 @@ def test_a_backend_that_is_down_is_found_by_what_its_clients_are_configured_with
         f"conntest-teller.service: {NGINX_DIR}/teller.env (permission denied)"
         in answer["unreadable"]
     )
+
+
+def test_a_dynamic_user_unit_is_not_root_and_its_state_directory_is_there(
+    connected: BootedSystemd,
+) -> None:
+    """conntest-store runs as a DynamicUser= with a StateDirectory=, a symlink into
+    /var/lib/private (0700 root) the diagnose user may not enter: read_unit_file says
+    its user is dynamic, not root, and disk_usage finds its state directory there."""
+    unit_file = in_diagnose_sandbox(connected, "read_unit_file", {"unit": "conntest-store.service"})
+    assert unit_file["user"].endswith("(DynamicUser=yes)"), unit_file
+    disk = in_diagnose_sandbox(connected, "disk_usage", {"unit": "conntest-store.service"})
+    [state] = [d for d in disk["directories"] if d["role"] == "StateDirectory"]
+    assert (state["path"], state["exists"]) == ("/var/lib/conntest-store", True), disk
+
+
+#: As an attacker in the diagnose process would try it: AF_NETLINK is allowed for socket
+#: diagnostics, so ask the routing family to change the host's network: add an address
+#: to lo, and take lo down. Prints the kernel's answer (an errno, 0 for done) to each.
+NETLINK_ROUTE_ATTACK = """
+import json, socket, struct
+RTM_NEWLINK, RTM_NEWADDR = 16, 20
+FLAGS = 0x1 | 0x4 | 0x400 | 0x200  # NLM_F_REQUEST | ACK | CREATE | EXCL
+
+def ask(kind, body, seq):
+    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+    s.bind((0, 0))
+    s.send(struct.pack("=LHHLL", 16 + len(body), kind, FLAGS, seq, 0) + body)
+    reply = s.recv(65536)
+    return -struct.unpack("=i", reply[16:20])[0]
+
+address = struct.pack("=BBBBI", socket.AF_INET, 32, 0, 0, 1)
+local = struct.pack("=HH", 8, 2) + socket.inet_aton("10.99.0.1")
+down = struct.pack("=BxHiII", socket.AF_UNSPEC, 0, 1, 0, 1)
+print(json.dumps({"address": ask(RTM_NEWADDR, address + local, 1),
+                  "link_down": ask(RTM_NEWLINK, down, 2)}))
+"""
+
+
+def test_the_diagnose_sandbox_may_read_socket_diagnostics_but_not_change_the_network(
+    connected: BootedSystemd,
+) -> None:
+    """The diagnose units allow AF_NETLINK for read_connections; an attacker in the
+    diagnose process who asks the routing family to add an address or take a link down
+    is refused (EPERM: the units keep no capability), and the network is unchanged."""
+    answer = code_in_diagnose_sandbox(connected, NETLINK_ROUTE_ATTACK)
+    assert answer == {"address": 1, "link_down": 1}, answer  # errno 1: EPERM
+    shown = connected.run(["ip", "-o", "addr", "show", "dev", "lo"]).stdout
+    assert "10.99.0.1" not in shown
+    assert "UP" in connected.run(["ip", "-o", "link", "show", "dev", "lo"]).stdout

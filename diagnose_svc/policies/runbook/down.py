@@ -143,6 +143,17 @@ def _start_check_unchanged(view: View, root: str, status: UnitStatus) -> Human |
     if failed is None or failed.phase != "ExecStartPre" or unit_file is None:
         return None
     changed = changed_after(unit_file.paths, status.inactive_enter_timestamp, failed.argv)
+    if not changed and status.result == "timeout":
+        return Human(
+            "timeout",
+            root,
+            f"its start timed out: ExecStartPre={cut(failed.argv, 140)} was still running "
+            f"when its start timeout (TimeoutStartSec=) ran out, and systemd killed it "
+            f"(signal {failed.status}); what it waits for did not answer in time",
+            f"A start would wait the same way until what the check waits for answers "
+            f"(journalctl -u {root} shows its words); a human must find it, then start "
+            f"{root}.",
+        )
     if not changed:
         return Human(
             "config_error",
@@ -166,6 +177,9 @@ def _program_dies_starting(view: View, root: str, status: UnitStatus) -> Human |
     changed = changed_after(unit_file.paths, status.inactive_enter_timestamp, failed.argv)
     if not changed:
         episode = _episode(view, root, status)
+        gone = _cause_gone(view, root, episode[-LAST_WORDS:])
+        if gone is not None:
+            return gone
         last = episode[-1].message if episode else ""
         said = f'; its last words: "{cut(last, 160)}"' if last else ""
         return Human(
@@ -178,6 +192,33 @@ def _program_dies_starting(view: View, root: str, status: UnitStatus) -> Human |
             f"fixes what it reads (journalctl -u {root} tells what), then starts it.",
         )
     return f"{', '.join(changed)} changed after it failed starting"
+
+
+def _cause_gone(view: View, root: str, last: list[JournalLine]) -> str | None:
+    """What its last words before it failed blamed, which the present shows gone: the
+    port they said was in use is free now, the filesystem they said was full has room,
+    the file they said was missing is there. Then its last words are history, and a
+    start is what an operator would try. Each is checked by a read tool, never taken
+    from the words alone."""
+    ports = leads.ports_named(last)
+    free = [
+        p
+        for p in ports
+        if (seen := view.found.listeners.get(str(p))) is not None and not seen.listeners
+    ]
+    if ports and free == ports:
+        said = ", ".join(str(p) for p in ports)
+        return f"port {said}, which its last words said was in use, is free now"
+    disk = view.found.disk.get(root)
+    if leads.says(last, leads.NO_SPACE) and disk is not None and disk.directories and not disk.full:
+        return "the filesystem its last words said was full has room now"
+    unit_file = view.found.unit_file.get(root)
+    named = leads.paths_named(last)
+    if named and unit_file is not None:
+        there = {p.path for p in unit_file.paths if p.exists}
+        if all(path in there for path in named):
+            return f"{', '.join(named)}, which its last words said was missing, is there now"
+    return None
 
 
 _CHECKS: tuple[Check, ...] = (

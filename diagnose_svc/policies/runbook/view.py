@@ -48,7 +48,14 @@ class View:
         status = self.status(unit)
         if status is None:
             return []
-        named = [*status.binds_to, *status.requires, *status.wants, *self.observed(unit)]
+        sockets = [u for u in status.triggered_by if u.endswith(".socket")]
+        named = [
+            *status.binds_to,
+            *status.requires,
+            *sockets,
+            *status.wants,
+            *self.observed(unit),
+        ]
         named = [u for u in named if denied_reason(u) is None]
         named += [d.unit for d in status.unhealthy_dependencies]
         return [u for u in dict.fromkeys(named) if u != unit and _service_like(u)]
@@ -182,6 +189,8 @@ class View:
         if status.active_state == "failed":
             return f"failed ({ended(status)})"
         if status.active_state == "inactive":
+            if status.result == "success" and self.on_demand(status):
+                return None  # socket-activated, idle: it starts on the next connection
             return f"inactive ({ended(status)})"
         if crash_looping(status):
             return loop_words(status)
@@ -197,6 +206,14 @@ class View:
         if failed_reload:
             return f"its last reload failed ({failed_reload})"
         return None
+
+    def on_demand(self, status: UnitStatus) -> bool:
+        """A socket unit that starts ``status``'s unit on a connection is listening."""
+        return any(
+            (s := self.status(socket)) is not None and s.active_state in RUNNING
+            for socket in status.triggered_by
+            if socket.endswith(".socket")
+        )
 
     def hard_fault(self, unit: str) -> bool:
         """A fault systemd or /proc shows: down, not loaded, stuck, a failed reload."""

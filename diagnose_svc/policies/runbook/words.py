@@ -2,18 +2,45 @@
 
 from __future__ import annotations
 
+import re
+
 from diagnose_svc.tools import HealthResult, UnitStatus
 from shared_schema.text import printable
 
 
+#: Line breaks and tabs, as characters or as the escapes systemd and journald print
+#: them as: a space in a note, which is one line of words.
+_BREAKS = re.compile(r"(?:[\t\n\r\v\f]|\\x0[9abcd]|\\[nrt](?![a-z]))+", re.I)
+
+
 def cut(text: str, limit: int) -> str:
-    text = printable(text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """``text`` as a note shows it: one line, other control characters visible as
+    escapes, and at most ``limit`` characters, cut between words."""
+    text = printable(_BREAKS.sub(" ", text))
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    space = head.rfind(" ")
+    if space >= limit // 2:
+        head = head[:space].rstrip(" ,;:")
+    return head + "…"
+
+
+#: What systemd's Result= means when it is a timeout, said where it is shown.
+_RESULT_WORDS = {
+    "timeout": (
+        " (systemd killed it when it did not finish starting or stopping within its "
+        "timeout, TimeoutStartSec=/TimeoutStopSec=)"
+    ),
+    "watchdog": (
+        " (it stopped answering systemd's watchdog within WatchdogSec= and systemd killed it)"
+    ),
+}
 
 
 def ended(status: UnitStatus) -> str:
     """How its last run ended, in facts: Result= and the main process's exit."""
-    words = f"Result={status.result}"
+    words = f"Result={status.result}" + _RESULT_WORDS.get(status.result, "")
     exit_words = status.main_exit()
     return f"{words}; {exit_words}" if exit_words else words
 

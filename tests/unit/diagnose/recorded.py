@@ -40,6 +40,7 @@ ActiveExitTimestamp=Sun 2026-11-29 21:44:40.629087 UTC
 User=
 ExecStartPre=
 ExecStart={ path=/bin/sleep ; argv[]=/bin/sleep infinity ; ignore_errors=no ; start_time=[Sun 2026-11-29 21:44:38.559839 UTC] ; stop_time=[Sun 2026-11-29 21:44:40.629087 UTC] ; pid=90 ; code=killed ; status=9/KILL }
+TriggeredBy=
 """
 KILLED_JOURNAL = [
     ("2026-11-29T21:44:38.559839Z", "info", "systemd", "Started killed.service."),

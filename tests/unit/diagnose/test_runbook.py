@@ -1069,3 +1069,110 @@ def test_a_member_down_behind_a_front_that_still_answers_is_started() -> None:
     host.health["site"] = health("site", "front.service", "ok", status=200)
     verdict, _ = diagnose(host, "front.service", config)
     assert steps_of(verdict) == [("start_unit", "m2.service", {"active_state": ["failed"]})]
+
+
+# -- facts now, not last words -----------------------------------------------------------------
+
+
+def test_a_port_its_last_words_said_was_in_use_and_is_free_now_is_no_cause() -> None:
+    """db failed starting because its port was in use; whatever held it is gone now
+    (list_listeners: nobody there). Its last words are history: it is started, and the
+    reason says the port is free now."""
+    host = RecordedHost().add(recorded.DB_SHOW, _address_in_use("db.service", 7311))
+    verdict, _ = diagnose(host, "db.service")
+    assert [step[0] for step in steps_of(verdict)] == ["start_unit"]
+    assert ("list_listeners", {"port": 7311}) in host.calls
+    assert isinstance(verdict, PlanVerdict)
+    assert "7311, which its last words said was in use, is free now" in verdict.plan.steps[0].reason
+
+
+def test_a_start_that_timed_out_in_its_check_names_the_timeout() -> None:
+    """Its ExecStartPre= was still waiting when TimeoutStartSec= ran out and systemd
+    killed it: the note names the timeout and what did not answer in time, never "its
+    start check failed"."""
+    show = recorded.KILLED_SHOW.replace("Result=signal", "Result=timeout").replace(
+        "ExecStartPre=\n",
+        "ExecStartPre={ path=/usr/bin/wait-for ; argv[]=/usr/bin/wait-for 127.0.0.1:5432 ; "
+        "ignore_errors=no ; start_time=[Sun 2026-11-29 21:43:08 UTC] ; "
+        "stop_time=[Sun 2026-11-29 21:44:38 UTC] ; pid=80 ; code=killed ; status=15/TERM }\n",
+    )
+    host = RecordedHost().add(show)
+    verdict, _ = diagnose(host, "killed.service")
+    assert cause_of(verdict) == ("timeout", "killed.service")
+    assert isinstance(verdict, NoteVerdict)
+    assert "TimeoutStartSec=" in verdict.text and "start check failed" not in verdict.text
+
+
+def test_a_watchdog_kill_is_named_as_one() -> None:
+    """systemd's watchdog killed it (Result=watchdog, SIGABRT): it hung while running, so
+    it is started again, and the reason says the watchdog killed it."""
+    show = (
+        recorded.KILLED_SHOW.replace("Result=signal", "Result=watchdog")
+        .replace("ExecMainStatus=9", "ExecMainStatus=6")
+        .replace("status=9/KILL", "status=6/ABRT")
+    )
+    verdict, _ = diagnose(RecordedHost().add(show), "killed.service")
+    assert [step[0] for step in steps_of(verdict)] == ["start_unit"]
+    assert isinstance(verdict, PlanVerdict)
+    assert "WatchdogSec=" in verdict.plan.steps[0].reason
+
+
+SOCKET_SHOW = """\
+Id=queue.socket
+LoadState=loaded
+ActiveState=failed
+SubState=failed
+Result=resources
+FragmentPath=/etc/systemd/system/queue.socket
+UnitFileState=enabled
+Triggers=queue.service
+NeedDaemonReload=no
+InvocationID=
+"""
+
+
+def _socket_activated(socket_state: str, service_state: str) -> RecordedHost:
+    socket = SOCKET_SHOW.replace("ActiveState=failed", f"ActiveState={socket_state}")
+    service = renamed(recorded.KILLED_SHOW, "killed.service", "queue.service").replace(
+        "TriggeredBy=", "TriggeredBy=queue.socket"
+    )
+    if service_state == "inactive":
+        service = (
+            service.replace("ActiveState=failed", "ActiveState=inactive")
+            .replace("SubState=failed", "SubState=dead")
+            .replace("Result=signal", "Result=success")
+        )
+    return RecordedHost().add(socket).add(service)
+
+
+def test_a_socket_activated_service_whose_socket_failed_gets_its_socket_started() -> None:
+    """queue.service is started by queue.socket, which failed: without its listening
+    socket the service cannot run, so the socket is started first, then the service."""
+    verdict, _ = diagnose(_socket_activated("failed", "failed"), "queue.service")
+    assert [(tool, unit) for tool, unit, _ in steps_of(verdict)] == [
+        ("start_unit", "queue.socket"),
+        ("start_unit", "queue.service"),
+    ]
+
+
+def test_an_idle_socket_activated_service_is_healthy() -> None:
+    """queue.service is inactive because nobody connected yet, and its socket listens:
+    nothing is wrong, nothing is started."""
+    verdict, _ = diagnose(_socket_activated("active", "inactive"), "queue.service")
+    assert cause_of(verdict) == ("healthy", "queue.service")
+
+
+def test_a_note_is_one_line_of_whole_words() -> None:
+    """A unit's last words with line breaks (as characters or as systemd's \\x0a
+    escapes) and a long tail: the note shows them on one line, no literal escape, and
+    never a word cut in the middle."""
+    words = "first line\\x0asecond line\nthird " + "overlong " * 80
+    journal = [("2026-11-29T21:49:30Z", "err", "app", words)]
+    host = RecordedHost().add(looping(APP_ALONE), journal)
+    verdict, _ = diagnose(host, "app.service")
+    assert isinstance(verdict, NoteVerdict)
+    assert "\\x0a" not in verdict.text and "\n" not in verdict.text
+    assert "first line second line third" in verdict.text
+    cut_at = verdict.cause.fact  # type: ignore[union-attr]
+    assert cut_at.endswith("overlong…") or "overlong " in cut_at
+    assert not re.search(r"\b(o|ov|ove|over|overl|overlo|overlon)…", verdict.text)
