@@ -3,7 +3,9 @@
 ``opsbot-diagnose run [--symptom TEXT] [--json] UNIT`` diagnoses one unit once (what
 ``opsbot-onfailure@.service`` runs), submits a plan to the executor if the policy
 proposes one, and prints the verdict. ``opsbot-diagnose verify`` checks the applied plans
-awaiting verification (what ``opsbot-verify.service`` runs; diagnose_svc/verify.py). One
+awaiting verification (what ``opsbot-verify.service`` runs; diagnose_svc/verify.py), and
+``opsbot-diagnose baseline`` keeps a snapshot of a healthy host (what it runs next;
+diagnose_svc/baseline.py). One
 top-level handler maps the service's errors to one line on stderr and an exit status
 (``DiagnoseError.exit_status``, sysexits.h) that makes sense to ``Restart=``; tracebacks
 only for the unexpected.
@@ -20,6 +22,7 @@ from pathlib import Path
 import structlog
 
 from diagnose_svc.actions import TriedPlan
+from diagnose_svc.baseline import read_host, take
 from diagnose_svc.errors import UsageError
 from diagnose_svc.events import EventSink
 from diagnose_svc.executor_client import DEFAULT_SOCKET_PATH, ExecutorClient
@@ -27,6 +30,7 @@ from diagnose_svc.policies import make_policy
 from diagnose_svc.runtime import run_diagnosis
 from diagnose_svc.scope import build_scope
 from diagnose_svc.tools import READ_TOOLS, ToolContext
+from diagnose_svc.tools._baseline_store import Snapshot
 from diagnose_svc.verdict import NoteVerdict, PlanVerdict
 from diagnose_svc.verify import Verifier, tried_plan, wants_follow_up
 from shared_io import log
@@ -91,6 +95,13 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument(
         "--no-follow-up", action="store_true", help="never start a follow-up diagnosis"
     )
+    baseline = commands.add_parser(
+        "baseline",
+        help="if every unit in scope and every health target is healthy now, keep a "
+        "snapshot of the host (the last-known-good baseline a diagnosis compares with; "
+        "opsbot-verify.service runs it)",
+    )
+    baseline.add_argument("--config", type=Path, default=None, help="opsbot.toml to read")
     serve = commands.add_parser(
         "serve", help="serve diagnosis requests on /run/opsbot/diagnose.sock (socket-activated)"
     )
@@ -182,6 +193,19 @@ def _verify(args: argparse.Namespace) -> int:
     return EX_OK
 
 
+def _baseline(args: argparse.Namespace) -> int:
+    """A snapshot of the host if it is healthy now (exit 0 either way: an unhealthy host
+    is no error, it is just not a baseline)."""
+    config = load_config(args.config)
+    units = sorted(build_scope(config).units)
+
+    def read() -> Snapshot | str:
+        return read_host(config.diagnose, units, READ_TOOLS)
+
+    print(take(read))
+    return EX_OK
+
+
 def _serve(args: argparse.Namespace) -> int:
     from diagnose_svc.config_broken import ConfigBroken
     from diagnose_svc.server import DiagnoseServer
@@ -233,6 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(args)
         if args.command == "verify":
             return _verify(args)
+        if args.command == "baseline":
+            return _baseline(args)
         return _run(args)
     except OpsbotError as exc:
         print(f"opsbot-diagnose: {exc.message}", file=sys.stderr)

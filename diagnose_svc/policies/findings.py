@@ -19,6 +19,7 @@ from diagnose_svc.tools import HealthResult, JournalTail, UnitStatus
 from diagnose_svc.tools.disk_usage import DiskUsage
 from diagnose_svc.tools.list_failed_units import FailedUnits
 from diagnose_svc.tools.list_listeners import Listeners
+from diagnose_svc.tools.read_baseline import Baseline
 from diagnose_svc.tools.read_config_edges import ConfigEdges
 from diagnose_svc.tools.read_connections import Connections
 from diagnose_svc.tools.read_memory import MemoryState
@@ -41,6 +42,7 @@ OUTPUTS: dict[str, tuple[str, type[BaseModel]]] = {
     "list_failed_units": ("failed", FailedUnits),
     "read_connections": ("connections", Connections),
     "read_config_edges": ("configured", ConfigEdges),
+    "read_baseline": ("baseline", Baseline),
 }
 
 
@@ -73,6 +75,7 @@ class Findings:
     failed: dict[str, FailedUnits] = field(default_factory=dict)
     connections: dict[str, Connections] = field(default_factory=dict)
     configured: dict[str, ConfigEdges] = field(default_factory=dict)
+    baseline: dict[str, Baseline] = field(default_factory=dict)
     #: (tool, subject) -> why that call gave no answer.
     errors: dict[tuple[str, str], str] = field(default_factory=dict)
     #: Every call made so far (call_key), answered or not: never ask twice.

@@ -17,6 +17,7 @@ read_process_state   ProcessArgs      ProcessState
 list_listeners       ListenersArgs    Listeners
 read_connections     ConnectionsArgs  Connections
 read_config_edges    ConfigEdgesArgs  ConfigEdges
+read_baseline        BaselineArgs     Baseline
 read_unit_file       UnitFileArgs     UnitFile
 disk_usage           DiskArgs         DiskUsage
 read_memory          MemoryArgs       MemoryState

@@ -93,7 +93,16 @@ CONFIGURED_UNITS = {
 PROBE = "conntest-probe.service"
 #: What the probe unit does not take from opsbot-diagnose.service: how it is started
 #: and supervised, not what it may do.
-NOT_COPIED = ("ExecStart=", "Type=", "WatchdogSec=", "Restart", "Requires=", "After=", "Sockets=")
+NOT_COPIED = (
+    "ExecStart=",
+    "ExecStartPost=",
+    "Type=",
+    "WatchdogSec=",
+    "Restart",
+    "Requires=",
+    "After=",
+    "Sockets=",
+)
 
 
 @pytest.fixture(scope="module")
@@ -136,17 +145,24 @@ def in_diagnose_sandbox(ct: BootedSystemd, tool: str, args: dict[str, Any]) -> A
 
 def code_in_diagnose_sandbox(ct: BootedSystemd, code: str) -> Any:
     """``code`` (printing one JSON line last) run as the diagnose user in its sandbox."""
+    ct.write_file(f"{CODE_DIR}/probe.py", code)
+    return command_in_sandbox(ct, f"{PYTHON} {CODE_DIR}/probe.py", "opsbot-diagnose.service")
+
+
+def command_in_sandbox(ct: BootedSystemd, command: str, like: str) -> Any:
+    """``command`` run once in a unit that is ``like`` (its unit file and drop-ins, line
+    for line) but for how it is started; its answer: the last JSON line it printed, or
+    the baseline verb's sentence."""
     lines = [
         line
-        for line in ct.systemctl("cat", "opsbot-diagnose.service").stdout.splitlines()
+        for line in ct.systemctl("cat", like).stdout.splitlines()
         if not line.startswith(NOT_COPIED)
     ]
-    ct.write_file(f"{CODE_DIR}/probe.py", code)
     ct.write_file(
         f"/etc/systemd/system/{PROBE}",
         "\n".join(lines)
         + "\n[Service]\nType=oneshot\nStandardOutput=journal\n"
-        + f"ExecStart={PYTHON} {CODE_DIR}/probe.py\n",
+        + f"ExecStart={command}\n",
     )
     ct.systemctl("daemon-reload")
     cursor = ct.run(["journalctl", "-n", "0", "--show-cursor", "-q"]).stdout.split("cursor: ")[-1]
@@ -155,8 +171,8 @@ def code_in_diagnose_sandbox(ct: BootedSystemd, code: str) -> Any:
     def printed() -> Any:
         said = ct.journal("-o", "cat", "-u", PROBE, f"--after-cursor={cursor.strip()}")
         for line in reversed(said.strip().splitlines()):
-            if line.startswith(("{", "[")):
-                return json.loads(line)
+            if line.startswith(("{", "[", "baseline", "no baseline")):
+                return json.loads(line) if line[0] in "{[" else line
         return None
 
     # journald may store the stream's line a moment after the unit has finished.
@@ -278,3 +294,60 @@ def test_the_diagnose_sandbox_may_read_socket_diagnostics_but_not_change_the_net
     shown = connected.run(["ip", "-o", "addr", "show", "dev", "lo"]).stdout
     assert "10.99.0.1" not in shown
     assert "UP" in connected.run(["ip", "-o", "link", "show", "dev", "lo"]).stdout
+
+
+BASELINE_CONFIG = """\
+[diagnose]
+scope = ["conntest-app.service", "conntest-store.service"]
+"""
+BASELINE_DIR = "/var/lib/opsbot-diagnose/baseline"
+
+
+def test_the_baseline_remembers_a_backend_that_is_down_now(connected: BootedSystemd) -> None:
+    """While app and store are up and connected, the baseline verb, run as
+    opsbot-verify.service runs it (its user, its sandbox, its StateDirectory=), keeps a
+    snapshot in the diagnose user's own 0700 directory. Then store dies: the kernel shows
+    no connection to it any more, but read_baseline, in the diagnose unit's sandbox,
+    still has app -> store and store's listener; and the verb, the host being unhealthy
+    now, keeps nothing new."""
+    ct = connected
+    seen(ct, ("conntest-app.service", "conntest-store.service", SERVER_PORT), "app -> store")
+    ct.write_file(f"{CODE_DIR}/baseline.toml", BASELINE_CONFIG)
+    verb = f"/opt/opsbot/venv/bin/opsbot-diagnose baseline --config {CODE_DIR}/baseline.toml"
+    said = command_in_sandbox(ct, verb, "opsbot-verify.service")
+    assert said.startswith("baseline taken: "), said
+    listing = ct.run(
+        [
+            "stat",
+            "-c",
+            "%a %U %n",
+            BASELINE_DIR,
+            *ct.run(["sh", "-c", f"ls -d {BASELINE_DIR}/*"]).stdout.split(),
+        ]
+    ).stdout.splitlines()
+    assert listing[0] == f"700 opsbot-diagnose {BASELINE_DIR}"
+    assert all(line.startswith("600 opsbot-diagnose ") for line in listing[1:]), listing
+    try:
+        ct.systemctl("kill", "-s", "KILL", "conntest-store.service")
+        ct.wait_for(
+            lambda: (
+                ct.systemctl("is-failed", "conntest-store.service", check=False).returncode == 0
+            ),
+            timeout=10,
+            what="store failed",
+        )
+        now = in_diagnose_sandbox(ct, "read_connections", {})
+        assert not any(e["server"] == "conntest-store.service" for e in now["edges"])
+        then = in_diagnose_sandbox(ct, "read_baseline", {"unit": "conntest-store.service"})
+        edges = {(e["client"], e["server"], e["source"]) for e in then["edges"]}
+        assert ("conntest-app.service", "conntest-store.service", "observed") in edges, then
+        assert {"unit": "conntest-store.service", "endpoint": f"127.0.0.1:{SERVER_PORT}"} in then[
+            "listeners"
+        ]
+        again = command_in_sandbox(ct, verb, "opsbot-verify.service")
+        assert again.startswith("no baseline taken: the host is not healthy now"), again
+        assert "conntest-store.service is failed" in again
+    finally:
+        ct.systemctl("reset-failed", "conntest-store.service", check=False)
+        ct.systemctl("start", "conntest-store.service")
+        ct.run(["rm", "-rf", BASELINE_DIR])

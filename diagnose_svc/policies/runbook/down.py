@@ -262,8 +262,16 @@ def _start_again(
                 "start_unit",
                 root,
                 {"active_state": [status.active_state]},
-                f"{root} is {status.active_state} ({ended(status)}); checked: {facts}; "
-                f"so starting it again should bring it back. {view.why_needed(root)}",
+                " ".join(
+                    part
+                    for part in (
+                        f"{root} is {status.active_state} ({ended(status)}); checked: "
+                        f"{facts}; so starting it again should bring it back.",
+                        view.why_needed(root, baseline=not view.since_healthy(root)),
+                        view.since_healthy(root),
+                    )
+                    if part
+                ),
             ),
             *then,
         ],

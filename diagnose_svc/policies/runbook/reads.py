@@ -53,6 +53,7 @@ def _wanted(settings: DiagnoseSettings, entry: str, found: Findings) -> Iterator
     # Who talks to whom now: the dependencies no unit file declares.
     yield Read("read_connections", {})
     yield Read("read_config_edges", {})
+    yield Read("read_baseline", {})
     status = view.status(entry)
     if status is None or status.load_state != "loaded":
         return  # decided from the state alone (or from the error reading it)

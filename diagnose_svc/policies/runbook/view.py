@@ -11,6 +11,7 @@ from diagnose_svc.policies.findings import Findings
 from diagnose_svc.policies.runbook.constants import DOWN, RUNNING, STOPPED_WITH
 from diagnose_svc.policies.runbook.words import crash_looping, cut, ended, health_words, loop_words
 from diagnose_svc.tools import HealthResult, UnitStatus
+from diagnose_svc.tools._baseline_store import BaselineEdge
 from shared_schema import DiagnoseSettings, denied_reason
 
 
@@ -76,23 +77,51 @@ class View:
             for edge in edges.edges
             if edge.client == unit
         ]
-        return now + configured
+        then = [e.server for e in self.baseline_edges() if e.client == unit]
+        return now + configured + then
 
-    def why_needed(self, unit: str) -> str:
+    def baseline_edges(self) -> list[BaselineEdge]:
+        return [e for b in self.found.baseline.values() for e in b.edges]
+
+    def since_healthy(self, unit: str) -> str:
+        """What changed for ``unit`` since the host was last healthy, in words ('' when
+        no baseline knew it, or nothing changed)."""
+        for base in self.found.baseline.values():
+            was, status = base.units.get(unit), self.status(unit)
+            if base.taken_at is None or was is None or status is None:
+                continue
+            now = f"{status.active_state}/{status.sub_state}"
+            if now == was:
+                return ""
+            listened = [x.endpoint for x in base.listeners if x.unit == unit]
+            clients = sorted({e.client for e in base.edges if e.server == unit})
+            parts = [f"{unit} was {was}"]
+            if listened:
+                parts.append(f"listening on {', '.join(listened[:3])}")
+            if clients:
+                parts.append(f"reached by {', '.join(clients[:4])}")
+            return (
+                f"Last healthy {base.taken_at:%Y-%m-%d %H:%M} UTC: {', '.join(parts)}; "
+                f"now it is {now}."
+            )
+        return ""
+
+    def why_needed(self, unit: str, baseline: bool = True) -> str:
         """How a unit in scope counts on ``unit`` when no unit file says so, in words
-        ('' when a unit file does, or nothing in scope does)."""
+        ('' when a unit file does, or nothing in scope does; the baseline's edges only
+        with ``baseline``)."""
         for client in self.scope():
             status = self.status(client)
             if client == unit or status is None:
                 continue
             if unit in (*status.binds_to, *status.requires, *status.wants):
                 return ""
-            words = self.edge_source(client, unit)
+            words = self.edge_source(client, unit, baseline)
             if words:
                 return f"No unit file declares it, but {words}."
         return ""
 
-    def edge_source(self, client: str, server: str) -> str | None:
+    def edge_source(self, client: str, server: str, baseline: bool = True) -> str | None:
         """Why ``client`` counts on ``server`` when no unit file says so, in words."""
         for connections in self.found.connections.values():
             for edge in connections.edges:
@@ -104,6 +133,13 @@ class View:
                     return (
                         f"{client} is configured to reach {c.endpoint} ({c.source}), where "
                         f"{server} {c.how}"
+                    )
+        for base in self.found.baseline.values() if baseline else ():
+            for e in base.edges:
+                if (e.client, e.server) == (client, server) and base.taken_at is not None:
+                    return (
+                        f"when the host was last healthy ({base.taken_at:%Y-%m-%d %H:%M} UTC) "
+                        f"{client} reached {server} at {e.endpoint} ({e.source})"
                     )
         return None
 

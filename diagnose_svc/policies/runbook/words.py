@@ -7,7 +7,6 @@ import re
 from diagnose_svc.tools import HealthResult, UnitStatus
 from shared_schema.text import printable
 
-
 #: Line breaks and tabs, as characters or as the escapes systemd and journald print
 #: them as: a space in a note, which is one line of words.
 _BREAKS = re.compile(r"(?:[\t\n\r\v\f]|\\x0[9abcd]|\\[nrt](?![a-z]))+", re.I)

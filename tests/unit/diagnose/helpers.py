@@ -37,9 +37,11 @@ from diagnose_svc.tools import (
     UnitStatus,
     make_tool,
 )
+from diagnose_svc.tools._baseline_store import Snapshot
 from diagnose_svc.tools._systemctl import parse_show, parse_timestamp
 from diagnose_svc.tools.disk_usage import DiskArgs, DiskUsage, Usage
 from diagnose_svc.tools.list_listeners import Listener, Listeners, ListenersArgs
+from diagnose_svc.tools.read_baseline import Baseline, BaselineArgs
 from diagnose_svc.tools.read_config_edges import ConfigEdge, ConfigEdges, ConfigEdgesArgs
 from diagnose_svc.tools.read_connections import Connections, ConnectionsArgs, Edge
 from diagnose_svc.tools.read_process_state import ProcessArgs, ProcessInfo, ProcessState
@@ -147,6 +149,8 @@ class RecordedHost:
     connections: list[Edge] | None = None
     #: What units are configured to reach (read_config_edges); None: not offered.
     configured: list[ConfigEdge] | None = None
+    #: The last-known-good snapshot (read_baseline); None: not offered.
+    baseline: Snapshot | None = None
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     def add(self, show: str, journal: Sequence[tuple[str, str, str, str]] = ()) -> RecordedHost:
@@ -307,11 +311,29 @@ class RecordedHost:
                 unit=args.unit, edges=edges, unreadable=[], units_read=len(self.shows)
             )
 
-        offered = {"read_connections": make_tool(ConnectionsArgs, read_connections)}
-        configured = {"read_config_edges": make_tool(ConfigEdgesArgs, read_config_edges)}
+        def read_baseline(args: BaselineArgs, context: ToolContext) -> Baseline:
+            """Recorded read_baseline."""
+            self.calls.append(("read_baseline", args.model_dump()))
+            snap = self.baseline
+            assert snap is not None
+            return Baseline(
+                unit=args.unit,
+                taken_at=snap.taken_at,
+                snapshots=1,
+                units=snap.units,
+                listeners=snap.listeners,
+                edges=snap.edges,
+                health=snap.health,
+            )
+
+        # The tools a host recorded before they existed does not offer.
+        optional = {
+            "read_connections": (self.connections, make_tool(ConnectionsArgs, read_connections)),
+            "read_config_edges": (self.configured, make_tool(ConfigEdgesArgs, read_config_edges)),
+            "read_baseline": (self.baseline, make_tool(BaselineArgs, read_baseline)),
+        }
         return {
-            **(offered if self.connections is not None else {}),
-            **(configured if self.configured is not None else {}),
+            **{name: tool for name, (facts, tool) in optional.items() if facts is not None},
             "read_unit_status": make_tool(UnitArgs, read_unit_status),
             "tail_journal": make_tool(JournalArgs, tail_journal),
             "http_get_health": make_tool(HealthArgs, http_get_health),

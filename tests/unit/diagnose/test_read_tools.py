@@ -25,13 +25,14 @@ from tests.unit.diagnose import recorded
 
 
 def test_dispatch_table_holds_the_read_tools_only() -> None:
-    """The table has the twelve read tools, each described by its docstring, each declaring
+    """The table has the thirteen read tools, each described by its docstring, each declaring
     its output model and the kind of evidence it gives; no write tool."""
     assert sorted(READ_TOOLS) == [
         "disk_usage",
         "http_get_health",
         "list_failed_units",
         "list_listeners",
+        "read_baseline",
         "read_config_edges",
         "read_connections",
         "read_memory",
@@ -55,6 +56,7 @@ def test_dispatch_table_holds_the_read_tools_only() -> None:
         "list_listeners": "listeners",
         "read_connections": "connections",
         "read_config_edges": "configured",
+        "read_baseline": "baseline",
         "read_memory": "memory",
         "read_process_state": "process",
         "read_timer": "timer",
