@@ -31,7 +31,9 @@ from typing import Literal
 from testbed.container import BootedSystemd
 from testbed.observe import http_probe, unit_properties
 
-Relation = Literal["BindsTo", "Requires", "Wants"]
+#: How a node depends on another: a systemd dependency, or only its configuration (the
+#: upstream's port in its config file; no unit file says so).
+Relation = Literal["BindsTo", "Requires", "Wants", "Port"]
 Role = Literal["proxy", "app", "store"]
 ServiceType = Literal["notify", "simple", "exec"]
 RestartPolicy = Literal["no", "on-failure"]
@@ -74,6 +76,8 @@ class Node:
     #: Whether its unit checks its config before it starts (ExecStartPre=).
     check: bool = True
     restart: RestartPolicy = "no"
+    #: A balancer: healthy while any of its upstreams is (graph.with_member()).
+    balance: bool = False
 
     @property
     def unit(self) -> str:
@@ -98,6 +102,8 @@ class Graph:
     nodes: tuple[Node, ...]
     front: str
     extra: dict[str, str] = field(default_factory=dict, compare=False)
+    #: The program every node runs (renamed(): another path, another name).
+    program: str = NODE_SCRIPT
 
     def node(self, name: str) -> Node:
         return next(n for n in self.nodes if n.name == name)
@@ -184,8 +190,18 @@ def _name(rng: random.Random, used: set[str]) -> str:
             return name
 
 
-def generate(seed: int) -> Graph:
-    """A service graph made from ``seed`` (the same seed, the same graph)."""
+def generate(seed: int, ports_only: bool = False) -> Graph:
+    """A service graph made from ``seed`` (the same seed, the same graph); with
+    ``ports_only``, the same shape with no dependency declared to systemd: each node
+    reaches its upstreams by the ports in its config file alone."""
+    graph = _generate(seed)
+    if not ports_only:
+        return graph
+    nodes = tuple(replace(n, deps=tuple((d, "Port") for d, _ in n.deps)) for n in graph.nodes)
+    return replace(graph, nodes=nodes)
+
+
+def _generate(seed: int) -> Graph:
     rng = random.Random(seed)
     tiers = rng.randint(2, 4)
     proxy = rng.random() < 0.5
@@ -245,6 +261,8 @@ def generate(seed: int) -> Graph:
 def unit_text(graph: Graph, node: Node) -> str:
     deps = []
     for dep, relation in node.deps:
+        if relation == "Port":
+            continue  # only its config names the upstream's port
         unit = graph.node(dep).unit
         deps += [f"{relation}={unit}", f"After={unit}"]
     lines = [
@@ -260,11 +278,11 @@ def unit_text(graph: Graph, node: Node) -> str:
         *(["NotifyAccess=main"] if node.service_type == "notify" else []),
         f"User={USER}",
         *(
-            [f"ExecStartPre={PYTHON} {NODE_SCRIPT} --check --config {node.config_path}"]
+            [f"ExecStartPre={PYTHON} {graph.program} --check --config {node.config_path}"]
             if node.check
             else []
         ),
-        f"ExecStart={PYTHON} -u {NODE_SCRIPT} --config {node.config_path}",
+        f"ExecStart={PYTHON} -u {graph.program} --config {node.config_path}",
         "ExecReload=/bin/kill -HUP $MAINPID",
         f"StateDirectory=opsbot-graph-{node.name}",
         f"SyslogIdentifier={node.name}",
@@ -283,6 +301,7 @@ def node_config(graph: Graph, node: Node, **changes: object) -> str:
         "upstreams": [graph.node(dep).port for dep, _ in node.deps],
         "upstream_timeout": UPSTREAM_TIMEOUT,
         "maintenance": False,
+        "balance": node.balance,
         "state_dir": node.state_dir,
         **changes,
     }
@@ -298,8 +317,63 @@ def prepare(ct: BootedSystemd) -> None:
     ct.run(["mkdir", "-p", CONFIG_DIR, RUN_DIR])
 
 
+def with_member(graph: Graph, salt: int) -> tuple[Graph, Node, Node]:
+    """The graph with one node made a balancer over two members: a dependency of it and
+    a second instance of that dependency (its own name and port, the same upstreams),
+    both reached by port alone. Returns (graph, balancer, the member drawn to fail)."""
+    rng = random.Random(salt)
+    balancer = rng.choice([n for n in graph.nodes if n.deps])
+    member = graph.node(rng.choice(balancer.deps)[0])
+    used = {n.name for n in graph.nodes}
+    taken = {n.port for n in graph.nodes} | TAKEN_PORTS
+    while (port := rng.randint(*PORT_RANGE)) in taken:
+        pass
+    twin = replace(member, name=_name(rng, used), port=port, health=True)
+    nodes: list[Node] = []
+    for n in graph.nodes:
+        if n.name == balancer.name:
+            n = replace(n, deps=(*n.deps, (twin.name, "Port")), balance=True)
+        nodes.append(n)
+        if n.name == member.name:
+            nodes.append(twin)
+    failing = rng.choice((member, twin)).name
+    extra = {**graph.extra, "balancer": balancer.name, "member": failing}
+    out = replace(graph, nodes=tuple(nodes), extra=extra)
+    return out, out.node(balancer.name), out.node(failing)
+
+
+def renamed(graph: Graph, salt: int) -> Graph:
+    """The same graph with every name, port and the program's path drawn anew (from
+    ``salt``): what no rule keyed to a name, a port or a program could tell apart."""
+    rng = random.Random(salt)
+    used = {n.name for n in graph.nodes}
+    names = {n.name: _name(rng, used) for n in graph.nodes}
+    taken = {n.port for n in graph.nodes} | TAKEN_PORTS
+    ports: dict[str, int] = {}
+    for n in graph.nodes:
+        while (port := rng.randint(*PORT_RANGE)) in taken:
+            pass
+        taken.add(port)
+        ports[n.name] = port
+    nodes = tuple(
+        replace(
+            n,
+            name=names[n.name],
+            port=ports[n.name],
+            deps=tuple((names[d], rel) for d, rel in n.deps),
+        )
+        for n in graph.nodes
+    )
+    program = f"/opt/{_name(rng, used)}/bin/{_name(rng, used)}"
+    extra = {key: names.get(value, value) for key, value in graph.extra.items()}
+    return replace(graph, nodes=nodes, front=names[graph.front], program=program, extra=extra)
+
+
 def install(ct: BootedSystemd, graph: Graph) -> None:
     """Write every node's unit and config, start the graph, wait until all is healthy."""
+    if graph.program != NODE_SCRIPT:
+        source = Path(__file__).resolve().parent / "services" / "node.py"
+        ct.write_file(graph.program, source.read_text(), 0o755)
     for node in graph.nodes:
         ct.write_file(f"{UNIT_DIR}/{node.unit}", unit_text(graph, node))
         ct.write_file(node.config_path, node_config(graph, node))
@@ -363,6 +437,8 @@ def uninstall(ct: BootedSystemd, graph: Graph) -> None:
             ct.run(["umount", "-l", node.state_dir], check=False)
     paths = [f"{UNIT_DIR}/{u}" for u in units] + [f"{DROPIN_DIR}/{u}.d" for u in units]
     paths += [n.config_path for n in graph.nodes] + [n.state_dir for n in graph.nodes]
+    if graph.program != NODE_SCRIPT:
+        paths.append(str(Path(graph.program).parent.parent))
     ct.run(["rm", "-rf", *paths])
     ct.run(["sh", "-c", f"rm -f {RUN_DIR}/*"])
     ct.systemctl("daemon-reload")

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from testbed.container import BootedSystemd
-from testbed.graph import RUN_DIR, Graph, Node, node_config, probe_all
+from testbed.graph import RUN_DIR, Graph, Node, generate, node_config, probe_all, with_member
 from testbed.injecting import Injector
 from testbed.judge import START, Step, cause_problems, check_step
 from testbed.observe import unit_properties
@@ -71,6 +71,9 @@ Kind = Literal[
     "old_errors",
     "injected",
     "relapse",
+    "undeclared_down",
+    "loop_on_dependency",
+    "member_down",
 ]
 KINDS: tuple[Kind, ...] = Kind.__args__  # type: ignore[attr-defined]
 #: Kinds of the taxonomy this host cannot produce (cgroup v1 controllers are read-only in
@@ -323,6 +326,63 @@ def _crash_loop(inj: _Injector, node: Node, recovered: bool) -> Expected:
     return Expected("plan", (shape,), may_touch=touch)
 
 
+def _undeclared_down(inj: _Injector, node: Node) -> Expected:
+    """A backend only its clients' configs name dies and stays down (Restart=no): start
+    it; nothing went down with it, since systemd knows of no dependency."""
+    inj.dropin(node, "[Service]\nRestart=no\n")
+    inj.run("systemctl", "kill", "--kill-whom=main", "--signal=KILL", "--", node.unit)
+    inj.wait(f"{node.unit} failed", inj.unit_is(node.unit, ActiveState="failed"))
+    inj.front_sees_it()
+    step = Step(START, node.unit, ("failed",))
+    return Expected("plan", (Shape((step,)),), may_touch=frozenset([node.unit]))
+
+
+def _member_down(inj: _Injector, node: Node) -> Expected:
+    """One member behind a balancer dies and stays down; the balancer routes around it
+    and every health target above it still answers 200: start the member."""
+    inj.dropin(node, "[Service]\nRestart=no\n")
+    inj.run("systemctl", "kill", "--kill-whom=main", "--signal=KILL", "--", node.unit)
+    inj.wait(f"{node.unit} failed", inj.unit_is(node.unit, ActiveState="failed"))
+    step = Step(START, node.unit, ("failed",))
+    return Expected("plan", (Shape((step,)),), may_touch=frozenset([node.unit]))
+
+
+def looping_client(graph: Graph, node: Node) -> Node:
+    """The client of ``node`` that loops in a loop_on_dependency case."""
+    return min((n for n, _ in graph.dependents(node.name)), key=lambda n: n.name)
+
+
+def _loop_on_dependency(inj: _Injector, node: Node) -> Expected:
+    """A client of ``node`` that exits at start when an upstream refuses, under
+    Restart=always with no start limit, loops once ``node`` is down: start ``node``; the
+    client follows by itself on its next restart (or is restarted after it)."""
+    client = looping_client(inj.graph, node)
+    inj.dropin(
+        client,
+        "[Unit]\nStartLimitIntervalSec=0\n[Service]\nRestart=always\nRestartSec=1s\n"
+        "Environment=NODE_NEEDS_UPSTREAMS=1\n",
+    )
+    inj.write(f"/etc/systemd/system/{node.unit}.d/50-fault.conf", "[Service]\nRestart=no\n")
+    inj.run("systemctl", "daemon-reload")
+    inj.run("systemctl", "kill", "--kill-whom=main", "--signal=KILL", "--", node.unit)
+    inj.wait(f"{node.unit} failed", inj.unit_is(node.unit, ActiveState="failed"))
+    inj.run("systemctl", "restart", "--no-block", "--", client.unit)
+
+    def looping() -> bool:
+        props = inj.props(client.unit, "NRestarts")
+        inj.observed.update({f"{client.unit} {k}": v for k, v in props.items()})
+        return props["ActiveState"] != "active" and int(props["NRestarts"] or 0) >= 2
+
+    inj.wait(f"{client.unit} loops", looping)
+    start = Step(START, node.unit, ("failed",))
+    then = Step(("restart_unit", "start_unit"), client.unit, ("activating", "failed", "inactive"))
+    return Expected(
+        "plan",
+        (Shape((start,)), Shape((start, then))),
+        may_touch=frozenset([node.unit, client.unit]),
+    )
+
+
 def _takes_requirers_down(node: Node, fails_in_check: bool) -> bool:
     """Whether a node restarted onto a fault takes its Requires= dependents down too, as
     systemd does when a start job fails: its check (ExecStartPre=) fails, or a notify
@@ -463,6 +523,28 @@ GATE: dict[Kind, tuple[int, ...]] = {
     "injected": (1006, 1020, 1034, 1048),
     "relapse": (1007, 1021, 1035, 1049),
 }
+GATE.update(
+    {
+        # Graphs whose nodes reach each other by port alone (no unit file says so).
+        "undeclared_down": tuple(range(2000, 2010)),
+        "loop_on_dependency": tuple(range(2010, 2020)),
+        # A balancer over two members, one of which dies: the front still answers 200.
+        "member_down": tuple(range(2020, 2030)),
+    }
+)
+#: Kinds whose graph declares no dependency to systemd (graph.generate(ports_only=True)).
+PORTS_ONLY: tuple[Kind, ...] = ("undeclared_down", "loop_on_dependency", "member_down")
+
+
+def case_graph(kind: Kind, seed: int) -> Graph:
+    """The graph of case (``kind``, ``seed``): generate(seed), with no dependency declared
+    for the kinds that need none, and a balancer over two members for member_down."""
+    graph = generate(seed, ports_only=kind in PORTS_ONLY)
+    if kind == "member_down":
+        graph, _, _ = with_member(graph, seed)
+    return graph
+
+
 #: Every gate case, in seed order.
 GATE_CASES: tuple[tuple[Kind, int], ...] = tuple(
     sorted(((kind, seed) for kind, seeds in GATE.items() for seed in seeds), key=lambda c: c[1])
@@ -479,6 +561,17 @@ def choose(seed: int, graph: Graph, kind: Kind) -> tuple[Kind, Node, str]:
     """The fault of case (``kind``, ``seed``): (base kind, target node, unit asked about)."""
     rng = random.Random(seed * 7919 + 1)
     base: Kind = rng.choice(BASES_FOR_INJECTION) if kind == "injected" else kind
+    if base == "member_down":
+        balancer = graph.node(graph.extra["balancer"])
+        asked = balancer.unit if rng.random() < 0.5 else graph.node(graph.front).unit
+        return base, graph.node(graph.extra["member"]), asked
+    if base in PORTS_ONLY:
+        # A dependency below the front, and a node that needs it: the front, or (a loop)
+        # one of the nodes that reach it.
+        target = rng.choice([n for n in graph.nodes if n.tier > 0])
+        front = graph.node(graph.front).unit
+        loop = base == "loop_on_dependency" and rng.random() < 0.5
+        return base, target, looping_client(graph, target).unit if loop else front
     candidates = list(graph.nodes)
     if base in ONLY_SEEN_BY_HEALTH:
         candidates = [n for n in graph.nodes if n.health] or candidates
@@ -520,6 +613,9 @@ def inject(ct: BootedSystemd, graph: Graph, seed: int, kind: Kind) -> Case:
         "masked": lambda: _masked(inj, target),
         "old_errors": lambda: _old_errors(inj, target),
         "relapse": lambda: _relapse(inj, target),
+        "undeclared_down": lambda: _undeclared_down(inj, target),
+        "loop_on_dependency": lambda: _loop_on_dependency(inj, target),
+        "member_down": lambda: _member_down(inj, target),
     }[base]()
     symptom = rng.choice(SYMPTOMS).format(unit=asked)
     return Case(

@@ -17,7 +17,7 @@ from typing import Any
 
 from testbed import graph as graphs
 from testbed.container import BootedSystemd
-from testbed.graph_faults import Case, Kind, inject
+from testbed.graph_faults import Case, Kind, case_graph, inject
 from testbed.host import approve, opsbot
 from testbed.host import diagnose as run_diagnose
 from testbed.injecting import InjectionError
@@ -59,6 +59,8 @@ class CaseRecord:
     follow_up: str = ""
     #: What went wrong with the verification or the follow-up (fails the case).
     verify_problem: str = ""
+    #: What the baseline verb said before the fault (a healthy graph: "baseline taken").
+    baseline: str = ""
     error: str = ""
 
     def as_json(self) -> dict[str, Any]:
@@ -70,6 +72,28 @@ def configure(ct: BootedSystemd, graph: graphs.Graph) -> None:
     ct.write_file("/etc/opsbot/opsbot.toml", graph.opsbot_config())
     opsbot(ct, "polkit-rule", "--write")
     ct.systemctl("stop", "opsbot-executor.service", "opsbot-diagnose.service")
+
+
+BASELINE_DIR = "/var/lib/opsbot-diagnose/baseline"
+
+
+def take_baseline(ct: BootedSystemd) -> str:
+    """The healthy graph's baseline, as opsbot-verify.service takes it after each run
+    (its ExecStartPost=): a fresh one, none of an earlier case's graph kept. What the verb
+    said."""
+    ct.run(["rm", "-rf", BASELINE_DIR])
+    shown = ct.run(["journalctl", "-n", "0", "--show-cursor", "-q"]).stdout
+    cursor = shown.split("cursor: ")[-1].strip()
+    ct.systemctl("start", "opsbot-verify.service")
+
+    def said() -> str:
+        out = ct.journal("-o", "cat", "-u", "opsbot-verify.service", f"--after-cursor={cursor}")
+        return next((line for line in out.splitlines() if "baseline" in line), "")[:300]
+
+    try:  # journald may store the verb's line a moment after the unit finished
+        return ct.wait_for(said, timeout=5, what="the baseline verb's words")
+    except TimeoutError:
+        return ""
 
 
 def diagnose(ct: BootedSystemd, case: Case) -> tuple[dict[str, Any], float]:
@@ -194,10 +218,20 @@ def _follow_up(ct: BootedSystemd, plan_id: str, record: CaseRecord) -> None:
         record.verify_problem = f"the follow-up proposed the same steps again: {again}"
 
 
-def run_case(ct: BootedSystemd, kind: Kind, seed: int, *, carry_plans: bool = True) -> CaseRecord:
+def run_case(
+    ct: BootedSystemd,
+    kind: Kind,
+    seed: int,
+    *,
+    carry_plans: bool = True,
+    rename: int | None = None,
+) -> CaseRecord:
     """Case (``kind``, ``seed``) from install to uninstall; never raises for what opsbot
-    did."""
-    graph = graphs.generate(seed)
+    did. With ``rename``, the same case with every name, port and the program drawn anew
+    from that number (graphs.renamed)."""
+    graph = case_graph(kind, seed)
+    if rename is not None:
+        graph = graphs.renamed(graph, rename)
     record = CaseRecord(
         seed=seed,
         kind=kind,
@@ -212,6 +246,7 @@ def run_case(ct: BootedSystemd, kind: Kind, seed: int, *, carry_plans: bool = Tr
     try:
         graphs.install(ct, graph)
         configure(ct, graph)
+        record.baseline = take_baseline(ct)
         case = inject(ct, graph, seed, kind)
         record.kind, record.base = case.kind, case.base
         record.target, record.asked_about, record.depth = (

@@ -7,7 +7,9 @@
 The config (JSON): ``name``, ``port``, ``upstreams`` (ports of the nodes it depends on),
 ``role`` ("proxy": ``GET /`` is passed to its first upstream; else an app or a store),
 ``upstream_timeout`` (seconds), ``maintenance`` (answer 503 while true), ``state_dir``
-(where it writes a state file at start). Stdlib only, run by Debian's /usr/bin/python3.
+(where it writes a state file at start), ``balance`` (true: healthy while any upstream
+is, as a load balancer routes around a member that is down). Stdlib only, run by
+Debian's /usr/bin/python3.
 
 ``GET /healthz``: 200 when not in maintenance and every upstream's /healthz answers 200
 within ``upstream_timeout``, else 503 (or, for a proxy, what its first upstream's failure
@@ -16,7 +18,9 @@ any client can put text into this unit's journal: that is the point of some faul
 Signals: SIGHUP reloads the config (a bad one is logged and the old kept); SIGUSR1 makes
 every answer take 5 s (a slow service, in memory until it restarts). Environment
 NODE_MODE must be "prod" or "dev", else it exits 1 at once saying so; NODE_CRASH_AFTER=N
-makes it exit 1 N seconds after it is ready (a fix that cannot hold).
+makes it exit 1 N seconds after it is ready (a fix that cannot hold);
+NODE_NEEDS_UPSTREAMS=1 makes it exit 1 at start when an upstream refuses a connection (a
+client that loops under Restart=always while its backend is down).
 """
 
 from __future__ import annotations
@@ -109,6 +113,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if config.get("maintenance"):
                 self.reply(503, "in maintenance\n")
                 return
+            if config.get("balance"):
+                answers = [get(int(p), "/healthz", timeout) for p in config["upstreams"]]
+                if 200 in answers:
+                    # A balancer routes around a member that is down: still 200.
+                    up = answers.count(200)
+                    self.reply(200, f"ok ({up} of {len(answers)} upstreams)\n")
+                    return
             for port in config["upstreams"]:
                 status = get(int(port), "/healthz", timeout)
                 if status != 200:
@@ -143,6 +154,17 @@ def main() -> int:
         except OSError as exc:
             print(f"{config['name']}: cannot write {state_dir}/started: {exc.strerror}", flush=True)
             return 1
+    if os.environ.get("NODE_NEEDS_UPSTREAMS") == "1":
+        for port in config["upstreams"]:
+            try:
+                socket.create_connection(("127.0.0.1", int(port)), timeout=1.0).close()
+            except OSError as exc:
+                print(
+                    f"{config['name']}: cannot reach its upstream 127.0.0.1:{port}: "
+                    f"{exc.strerror or exc}; exiting",
+                    flush=True,
+                )
+                return 1
     State.config = config
     try:
         server = http.server.ThreadingHTTPServer(("127.0.0.1", int(config["port"])), Handler)

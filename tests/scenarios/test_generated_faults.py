@@ -28,7 +28,7 @@ import pytest
 
 from testbed import graph as graphs
 from testbed.container import BootedSystemd
-from testbed.graph_faults import GATE_CASES, Kind, daily_case
+from testbed.graph_faults import GATE_CASES, Kind, case_graph, daily_case
 from testbed.graph_run import CaseRecord, run_case
 from tests.scenarios.report import DAILY, GENERATED
 
@@ -83,3 +83,43 @@ def test_todays_seed_is_reported(graph_host: BootedSystemd) -> None:
     wrong = record.error or record.health_problem or record.verify_problem
     if wrong or record.harmful or not record.correct:
         pytest.xfail(_explain(record) + (f"; {record.error}" if record.error else ""))
+
+
+#: The case renamed: a loop on a backend that only ports link (configured edges, a crash
+#: loop, a start), with a plan; and a note (a config error).
+RENAMED_CASES = (("loop_on_dependency", 2011), ("config_error", 1013))
+
+
+@pytest.mark.xdist_group(HALVES[1])
+@pytest.mark.parametrize(
+    ("kind", "seed"), RENAMED_CASES, ids=[f"{k}-{s}" for k, s in RENAMED_CASES]
+)
+def test_a_case_renamed_gets_the_same_verdict(
+    graph_host: BootedSystemd, kind: Kind, seed: int
+) -> None:
+    """Every unit, port and the program's path drawn anew: the same verdict (a plan of
+    the same steps on the same nodes, or a note of the same cause about the same node),
+    since nothing in the runbook is keyed to a name, a port or a program."""
+    plain = run_case(graph_host, kind, seed, carry_plans=False)
+    other = run_case(graph_host, kind, seed, carry_plans=False, rename=seed + 7)
+    assert not plain.error and not other.error, (plain.error, other.error)
+    original = case_graph(kind, seed)
+    mapping = dict(
+        zip(
+            graphs.renamed(original, seed + 7).units,
+            original.units,
+            strict=True,
+        )
+    )
+
+    def back(words: str) -> str:
+        for new, old in mapping.items():
+            words = words.replace(new, old)
+        return words
+
+    assert plain.correct, _explain(plain)
+    assert (other.verdict, [back(s) for s in other.plan_steps], back(other.target)) == (
+        plain.verdict,
+        plain.plan_steps,
+        plain.target,
+    ), _explain(other)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from testbed import graph_faults
-from testbed.graph import generate
-from testbed.graph_faults import GATE, GATE_CASES, KINDS, NOT_COVERED, daily_case
+from testbed.graph import generate, renamed, unit_text
+from testbed.graph_faults import GATE, GATE_CASES, KINDS, NOT_COVERED, case_graph, daily_case
 
 
 def test_every_kind_of_the_taxonomy_has_four_cases_or_more() -> None:
@@ -20,7 +20,7 @@ def test_every_kind_of_the_taxonomy_has_four_cases_or_more() -> None:
 def test_no_seed_is_used_twice() -> None:
     """A seed is one graph: two cases on one seed would be one case judged twice."""
     seeds = [seed for _, seed in GATE_CASES]
-    assert len(seeds) == len(set(seeds)) == 60
+    assert len(seeds) == len(set(seeds)) == 90
 
 
 def test_adding_a_kind_changes_no_case(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -31,7 +31,7 @@ def test_adding_a_kind_changes_no_case(monkeypatch: pytest.MonkeyPatch) -> None:
     def faults() -> list[tuple[str, str, str]]:
         out = []
         for kind, seed in GATE_CASES:
-            base, target, asked = graph_faults.choose(seed, generate(seed), kind)
+            base, target, asked = graph_faults.choose(seed, case_graph(kind, seed), kind)
             out.append((base, target.unit, asked))
         return out
 
@@ -45,3 +45,41 @@ def test_the_day_s_case_goes_round_the_taxonomy() -> None:
     kinds = {daily_case(20261200 + day)[0] for day in range(1, len(KINDS) + 1)}
     assert kinds == set(KINDS)
     assert daily_case(20261202)[1] == 20261202
+
+
+def test_a_ports_only_graph_declares_nothing_to_systemd() -> None:
+    """The kinds about undeclared dependencies get the same shapes with no Requires=,
+    Wants=, BindsTo= or After= between nodes: only each node's config names its
+    upstreams' ports."""
+    for kind in graph_faults.PORTS_ONLY:
+        graph = case_graph(kind, GATE[kind][0])
+        assert any(node.deps for node in graph.nodes)
+        for node in graph.nodes:
+            text = unit_text(graph, node)
+            assert not any(
+                line.startswith(("Requires=", "Wants=", "BindsTo=", "After="))
+                for line in text.splitlines()
+            ), text
+
+
+def test_a_member_down_case_has_a_balancer_over_two_members() -> None:
+    """member_down: one node balances over two members reached by port; the one that
+    fails is one of them, and the balancer stays healthy while the other is up."""
+    for seed in GATE["member_down"]:
+        graph = case_graph("member_down", seed)
+        balancer = graph.node(graph.extra["balancer"])
+        assert balancer.balance and len(balancer.deps) >= 2
+        assert graph.extra["member"] in {dep for dep, _ in balancer.deps}
+
+
+def test_a_renamed_graph_shares_no_name_port_or_program() -> None:
+    """The rename test's graph: the same shape, every name, port and the program drawn
+    anew."""
+    graph = case_graph("member_down", 2020)
+    other = renamed(graph, 7)
+    assert [len(n.deps) for n in other.nodes] == [len(n.deps) for n in graph.nodes]
+    assert not {n.name for n in graph.nodes} & {n.name for n in other.nodes}
+    assert not {n.port for n in graph.nodes} & {n.port for n in other.nodes}
+    assert other.program != graph.program
+    assert other.extra["member"] in {n.name for n in other.nodes}
+    assert generate(2020).nodes[0].name in {n.name for n in graph.nodes}
