@@ -36,6 +36,18 @@ relapse                killed, and (a drop-in) it exits 1 second after  start it
                                                                          not repeat it
 injected               one of the above (or none), while a client puts  as the fault alone
                        instructions into a unit's journal
+undeclared_down        (a graph linked by ports alone) a backend dies,   start it
+                       Restart=no
+loop_on_dependency     (ports alone) a client that exits when an         start the backend;
+                       upstream refuses loops (Restart=always, no start  the client follows
+                       limit) once its backend dies
+member_down            (ports alone) one of two members behind a         start it
+                       balancer dies; every health target still 200
+port_freed             port_in_use, then the squatter goes away          start it (reset-
+                                                                         failed first if
+                                                                         systemd gave up)
+stranger               (ports alone) a backend dies, and a unit nothing  start the backend;
+                       links to the graph failed on its own              name the stranger
 oom_kill               (not covered on this host: see report)            -
 =====================  ================================================  =================
 
@@ -44,10 +56,11 @@ A dependency fault at depth 1 to 3 is any of these at a node below the one asked
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from testbed.container import BootedSystemd
@@ -74,6 +87,8 @@ Kind = Literal[
     "undeclared_down",
     "loop_on_dependency",
     "member_down",
+    "port_freed",
+    "stranger",
 ]
 KINDS: tuple[Kind, ...] = Kind.__args__  # type: ignore[attr-defined]
 #: Kinds of the taxonomy this host cannot produce (cgroup v1 controllers are read-only in
@@ -110,6 +125,8 @@ class Expected:
     may_touch: frozenset[str] = frozenset()
     #: The acceptable plan cannot fix it: once applied it must end UNRESOLVED.
     unresolved: bool = False
+    #: A unit the verdict must name (a stranger failing outside the chain), if any.
+    names: str = ""
 
 
 @dataclass
@@ -163,6 +180,12 @@ class Case:
             if best is None or len(problems) < len(best):
                 best = problems
         return best or ["no acceptable plan"]
+
+    def text_problems(self, verdict: dict[str, Any]) -> list[str]:
+        """A unit the verdict must name and does not (in its text or a step's reason)."""
+        if self.expected.names and self.expected.names not in json.dumps(verdict):
+            return [f"the verdict does not name {self.expected.names}, which also failed"]
+        return []
 
     def note_problems(self, cause: dict[str, Any] | None) -> list[str]:
         if self.expected.kind != "note":
@@ -345,6 +368,39 @@ def _member_down(inj: _Injector, node: Node) -> Expected:
     inj.wait(f"{node.unit} failed", inj.unit_is(node.unit, ActiveState="failed"))
     step = Step(START, node.unit, ("failed",))
     return Expected("plan", (Shape((step,)),), may_touch=frozenset([node.unit]))
+
+
+def _port_freed(inj: _Injector, node: Node, rng: random.Random) -> Expected:
+    """It failed to start on a port another process held (port_in_use), and that process
+    is gone by the time the operator looks: its last words are history. Start it (its
+    start limit cleared first if systemd gave up), then what went down with it."""
+    _port_in_use(inj, node, rng)
+    inj.run("systemctl", "stop", "--", inj.graph.extra["squatter"])
+    inj.wait(
+        f"port {node.port} free",
+        lambda: (
+            inj.ct.run(["sh", "-c", f"ss -ltn | grep -q ':{node.port} '"], check=False).returncode
+            != 0
+        ),
+    )
+    plain, touch = _after_failure(inj, node, by_job=True)
+    clear = (
+        Step(("reset_failed_unit",), node.unit, ("failed",)),
+        Step(START, node.unit, ("inactive", "failed")),
+    )
+    cleared, _ = _after_failure(inj, node, by_job=True, prefix=clear)
+    return Expected("plan", (plain, cleared), may_touch=touch)
+
+
+def _stranger(inj: _Injector, node: Node, rng: random.Random) -> Expected:
+    """A unit nothing links to the graph failed on its own, and a backend of the graph
+    dies: the plan starts the backend only, and the verdict names the stranger."""
+    stranger = f"stray{rng.randint(1000, 9999)}.service"
+    inj.graph.extra["stranger"] = stranger
+    inj.run("systemd-run", f"--unit={stranger}", "-p", "Restart=no", "/bin/sh", "-c", "exit 3")
+    inj.wait(f"{stranger} failed", inj.unit_is(stranger, ActiveState="failed"))
+    expected = _undeclared_down(inj, node)
+    return replace(expected, names=stranger)
 
 
 def looping_client(graph: Graph, node: Node) -> Node:
@@ -530,10 +586,14 @@ GATE.update(
         "loop_on_dependency": tuple(range(2010, 2020)),
         # A balancer over two members, one of which dies: the front still answers 200.
         "member_down": tuple(range(2020, 2030)),
+        # A port another process held when it failed, free again by the time one looks.
+        "port_freed": tuple(range(2030, 2040)),
+        # A backend dies while a unit nothing links to the graph failed on its own.
+        "stranger": tuple(range(2040, 2050)),
     }
 )
 #: Kinds whose graph declares no dependency to systemd (graph.generate(ports_only=True)).
-PORTS_ONLY: tuple[Kind, ...] = ("undeclared_down", "loop_on_dependency", "member_down")
+PORTS_ONLY: tuple[Kind, ...] = ("undeclared_down", "loop_on_dependency", "member_down", "stranger")
 
 
 def case_graph(kind: Kind, seed: int) -> Graph:
@@ -565,6 +625,9 @@ def choose(seed: int, graph: Graph, kind: Kind) -> tuple[Kind, Node, str]:
         balancer = graph.node(graph.extra["balancer"])
         asked = balancer.unit if rng.random() < 0.5 else graph.node(graph.front).unit
         return base, graph.node(graph.extra["member"]), asked
+    if base == "stranger":
+        target = rng.choice([n for n in graph.nodes if n.tier > 0])
+        return base, target, graph.node(graph.front).unit
     if base in PORTS_ONLY:
         # A dependency below the front, and a node that needs it: the front, or (a loop)
         # one of the nodes that reach it.
@@ -616,6 +679,8 @@ def inject(ct: BootedSystemd, graph: Graph, seed: int, kind: Kind) -> Case:
         "undeclared_down": lambda: _undeclared_down(inj, target),
         "loop_on_dependency": lambda: _loop_on_dependency(inj, target),
         "member_down": lambda: _member_down(inj, target),
+        "port_freed": lambda: _port_freed(inj, target, rng),
+        "stranger": lambda: _stranger(inj, target, rng),
     }[base]()
     symptom = rng.choice(SYMPTOMS).format(unit=asked)
     return Case(

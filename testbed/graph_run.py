@@ -114,6 +114,7 @@ def judge(case: Case, verdict: dict[str, Any], record: CaseRecord) -> None:
         cause = verdict.get("cause") or {}
         record.verdict = f"note: {cause.get('kind', '?')}"
         record.problems = case.note_problems(cause)
+    record.problems += case.text_problems(verdict)
     record.correct = not record.problems
 
 
@@ -271,5 +272,8 @@ def run_case(
         squatter = graph.extra.get("squatter")
         if squatter:
             ct.systemctl("stop", squatter, check=False)
+        stranger = graph.extra.get("stranger")
+        if stranger:
+            ct.systemctl("reset-failed", stranger, check=False)
         graphs.uninstall(ct, graph)
     return record

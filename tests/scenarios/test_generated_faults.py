@@ -90,9 +90,13 @@ def test_todays_seed_is_reported(graph_host: BootedSystemd) -> None:
 RENAMED_CASES = (("loop_on_dependency", 2011), ("config_error", 1013))
 
 
-@pytest.mark.xdist_group(HALVES[1])
 @pytest.mark.parametrize(
-    ("kind", "seed"), RENAMED_CASES, ids=[f"{k}-{s}" for k, s in RENAMED_CASES]
+    ("kind", "seed"),
+    [
+        pytest.param(kind, seed, marks=pytest.mark.xdist_group(HALVES[i % 2]))
+        for i, (kind, seed) in enumerate(RENAMED_CASES)
+    ],
+    ids=[f"{k}-{s}" for k, s in RENAMED_CASES],
 )
 def test_a_case_renamed_gets_the_same_verdict(
     graph_host: BootedSystemd, kind: Kind, seed: int

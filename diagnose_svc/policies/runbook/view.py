@@ -48,7 +48,9 @@ class View:
         Units opsbot never acts on (systemd's own) are left out unless they failed."""
         status = self.status(unit)
         if status is None:
-            return []
+            # Not read yet: what a read tool saw it reach (no unit file needed for that).
+            linked = [u for u in self.observed(unit) if denied_reason(u) is None]
+            return [u for u in dict.fromkeys(linked) if u != unit and _service_like(u)]
         sockets = [u for u in status.triggered_by if u.endswith(".socket")]
         named = [
             *status.binds_to,
@@ -151,10 +153,15 @@ class View:
         """``unit`` and everything it depends on, as far as states were read."""
         seen: dict[str, None] = {unit: None}
         todo = [unit]
+        unhealthy = self.unhealthy_deps_all()
         while todo and len(seen) < limit:
-            for dep in self.deps(todo.pop(0)):
+            current = todo.pop(0)
+            linked = set(self.observed(current))
+            for dep in self.deps(current):
+                # A unit read, one systemd reports unhealthy, or one a read tool saw this
+                # one reach (an edge needs no state read to be followed).
                 if dep not in seen and (
-                    dep in self.found.status or dep in self.unhealthy_deps_all()
+                    dep in self.found.status or dep in unhealthy or dep in linked
                 ):
                     seen[dep] = None
                     todo.append(dep)

@@ -1176,3 +1176,23 @@ def test_a_note_is_one_line_of_whole_words() -> None:
     cut_at = verdict.cause.fact  # type: ignore[union-attr]
     assert cut_at.endswith("overlong…") or "overlong " in cut_at
     assert not re.search(r"\b(o|ov|ove|over|overl|overlo|overlon)…", verdict.text)
+
+
+def test_a_member_down_three_edges_below_the_front_is_found_without_reading_the_way() -> None:
+    """front -> mid -> bal -> (m1, m2), linked by configuration alone; everything answers
+    200 and only m2 failed. The edges are followed down without reading the state of
+    every healthy unit on the way: the plan starts m2."""
+    names = ("front", "mid", "bal", "m1")
+    host = RecordedHost()
+    for name in names:
+        host.add(renamed(APP_ALONE, "app.service", f"{name}.service"))
+    host.add(renamed(DB_RAN, "db.service", "m2.service"))
+    pairs = [("front", "mid"), ("mid", "bal"), ("bal", "m1"), ("bal", "m2")]
+    host.configured = [
+        _configured(f"{a}.service", f"{b}.service", f":2100{i}", f"/etc/{a}.json", "x")
+        for i, (a, b) in enumerate(pairs)
+    ]
+    config = settings(site=("http://127.0.0.1:8088/", "front.service"))
+    host.health["site"] = health("site", "front.service", "ok", status=200)
+    verdict, _ = diagnose(host, "front.service", config)
+    assert steps_of(verdict) == [("start_unit", "m2.service", {"active_state": ["failed"]})]
