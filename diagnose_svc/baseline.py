@@ -2,14 +2,13 @@
 healthy, for a diagnosis to compare with.
 
 A backend that is down now has no connections and no listener; an hour ago, while the
-host was healthy, it had both. ``opsbot-diagnose baseline`` (run by opsbot-verify.service
-after each of its runs, every 2 minutes, and by tests directly) takes a snapshot only when
-every unit in scope is up and every health target answers: each unit's state, the
-listeners by unit, the observed and configured edges, and the health answers. Snapshots
-live in ``/var/lib/opsbot-diagnose/baseline/`` (``StateDirectory=opsbot-diagnose``, 0700,
-the diagnose user's alone), are written atomically, and are kept for at most
-:data:`KEEP_DAYS` days and :data:`MAX_BYTES` in all; a snapshot that says what the
-previous one said is not kept twice.
+host was healthy, it had both. ``opsbot-diagnose baseline`` (and each run of
+``opsbot-diagnose verify``, at its end: every 2 minutes, and after each apply) takes a
+snapshot only when every unit in scope is up and every health target answers: each
+unit's state, the listeners by unit, the observed and configured edges, and the health
+answers. Snapshots live in ``/var/lib/opsbot-diagnose/baseline/``
+(``StateDirectory=opsbot-diagnose``, 0700, the diagnose user's alone; see
+``tools/_baseline_store``).
 
 It is evidence for a diagnosis, never for the executor, which trusts nothing here: a
 diagnose process could write anything in it.

@@ -37,7 +37,8 @@ from shared_io import log
 from shared_io.activation import activated_socket, bind
 from shared_io.config import load_config
 from shared_io.errors import OpsbotError
-from shared_schema import DiagnoseSettings
+from shared_schema import DiagnoseSettings, OpsbotConfig
+from shared_schema.executor_socket import Pending
 from shared_schema.text import printable
 
 EX_OK = 0
@@ -95,11 +96,16 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument(
         "--no-follow-up", action="store_true", help="never start a follow-up diagnosis"
     )
+    verify.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="do not take the last-known-good baseline once no plan waits",
+    )
     baseline = commands.add_parser(
         "baseline",
         help="if every unit in scope and every health target is healthy now, keep a "
         "snapshot of the host (the last-known-good baseline a diagnosis compares with; "
-        "opsbot-verify.service runs it)",
+        "each verify run takes it too)",
     )
     baseline.add_argument("--config", type=Path, default=None, help="opsbot.toml to read")
     serve = commands.add_parser(
@@ -164,14 +170,35 @@ def _run(args: argparse.Namespace) -> int:
     return _FAILED_ENDINGS.get(verdict.ended_by, EX_OK)
 
 
+#: Rounds of one verify run at most (a plan applied while it runs is its next round).
+VERIFY_ROUNDS = 5
+
+
 def _verify(args: argparse.Namespace) -> int:
+    """Verify the applied plans; then, once none waits, take the baseline (the host may
+    be healthy now) and look once more: a plan applied meanwhile would otherwise wait for
+    the timer, since opsbot-verify.path's start merges into a run already going."""
     config = load_config(args.config)
-    settings = config.diagnose
     client = ExecutorClient(args.socket)
-    pending = client.pending()
-    if not pending.plans:
-        print("no applied plan waits for verification")
-        return EX_OK
+    baseline_taken = False
+    for round_number in range(VERIFY_ROUNDS):
+        pending = client.pending()
+        if pending.plans:
+            _verify_plans(args, config, client, pending)
+            continue
+        if round_number == 0:
+            print("no applied plan waits for verification")
+        if baseline_taken or args.no_baseline:
+            break
+        print(_take_baseline(config))
+        baseline_taken = True
+    return EX_OK
+
+
+def _verify_plans(
+    args: argparse.Namespace, config: OpsbotConfig, client: ExecutorClient, pending: Pending
+) -> None:
+    settings = config.diagnose
     watches = Verifier(settings, READ_TOOLS).watch(pending.plans, pending.settle_seconds)
     for watch in watches:
         recorded = client.report(watch.report())
@@ -190,19 +217,22 @@ def _verify(args: argparse.Namespace) -> int:
                 unit, symptom, settings, args.socket, tried=[tried], journal_scope=scope
             )
         print(render(verdict))
-    return EX_OK
 
 
-def _baseline(args: argparse.Namespace) -> int:
-    """A snapshot of the host if it is healthy now (exit 0 either way: an unhealthy host
-    is no error, it is just not a baseline)."""
-    config = load_config(args.config)
+def _take_baseline(config: OpsbotConfig) -> str:
+    """The baseline verb's work: a snapshot if the host is healthy now, in words."""
     units = sorted(build_scope(config).units)
 
     def read() -> Snapshot | str:
         return read_host(config.diagnose, units, READ_TOOLS)
 
-    print(take(read))
+    return take(read)
+
+
+def _baseline(args: argparse.Namespace) -> int:
+    """A snapshot of the host if it is healthy now (exit 0 either way: an unhealthy host
+    is no error, it is just not a baseline)."""
+    print(_take_baseline(load_config(args.config)))
     return EX_OK
 
 

@@ -21,6 +21,7 @@ from testbed.graph_faults import Case, Kind, case_graph, inject
 from testbed.host import approve, opsbot
 from testbed.host import diagnose as run_diagnose
 from testbed.injecting import InjectionError
+from testbed.observe import unit_properties
 
 #: How long the suite itself watches health hold after a fix (as the scenario suite: 6 s),
 #: beside opsbot-verify's own window (graphs.SETTLE_SECONDS).
@@ -78,8 +79,8 @@ BASELINE_DIR = "/var/lib/opsbot-diagnose/baseline"
 
 
 def take_baseline(ct: BootedSystemd) -> str:
-    """The healthy graph's baseline, as opsbot-verify.service takes it after each run
-    (its ExecStartPost=): a fresh one, none of an earlier case's graph kept. What the verb
+    """The healthy graph's baseline, as opsbot-verify.service takes it at the end of
+    each run: a fresh one, none of an earlier case's graph kept. What the verb
     said."""
     ct.run(["rm", "-rf", BASELINE_DIR])
     shown = ct.run(["journalctl", "-n", "0", "--show-cursor", "-q"]).stdout
@@ -173,7 +174,16 @@ def _verified(ct: BootedSystemd, case: Case, plan_id: str, record: CaseRecord) -
             verdict, timeout=VERIFY_TIMEOUT, interval=0.5, what=f"plan {plan_id} verified"
         )
     except TimeoutError:
-        record.verify_problem = f"no verification within {VERIFY_TIMEOUT:g}s"
+        # What opsbot-verify did meanwhile: its state and its last words.
+        state = unit_properties(ct, "opsbot-verify.service", ("ActiveState", "Result"))
+        tail = ct.run(
+            ["journalctl", "--no-pager", "-o", "cat", "-n", "6", "-u", "opsbot-verify.service"],
+            check=False,
+        ).stdout
+        record.verify_problem = (
+            f"no verification within {VERIFY_TIMEOUT:g}s (plan {_state(ct, plan_id)}; "
+            f"opsbot-verify.service {state}: " + " | ".join(tail.splitlines()) + ")"
+        )[:1500]
         return
     summary = _show(ct, plan_id)["summary"]
     record.verify_seconds = float((summary.get("verification") or {}).get("seconds", 0.0))

@@ -304,8 +304,8 @@ BASELINE_DIR = "/var/lib/opsbot-diagnose/baseline"
 
 
 def test_the_baseline_remembers_a_backend_that_is_down_now(connected: BootedSystemd) -> None:
-    """While app and store are up and connected, the baseline verb, run as
-    opsbot-verify.service runs it (its user, its sandbox, its StateDirectory=), keeps a
+    """While app and store are up and connected, the baseline verb, run in
+    opsbot-verify.service's unit (its user, its sandbox, its StateDirectory=), keeps a
     snapshot in the diagnose user's own 0700 directory. Then store dies: the kernel shows
     no connection to it any more, but read_baseline, in the diagnose unit's sandbox,
     still has app -> store and store's listener; and the verb, the host being unhealthy
