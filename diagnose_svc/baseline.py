@@ -3,7 +3,7 @@ healthy, for a diagnosis to compare with.
 
 A backend that is down now has no connections and no listener; an hour ago, while the
 host was healthy, it had both. ``opsbot-diagnose baseline`` (and each run of
-``opsbot-diagnose verify``, at its end: every 2 minutes, and after each apply) takes a
+``opsbot-diagnose verify``, first: every 2 minutes, and after each apply) takes a
 snapshot only when every unit in scope is up and every health target answers: each
 unit's state, the listeners by unit, the observed and configured edges, and the health
 answers. Snapshots live in ``/var/lib/opsbot-diagnose/baseline/``

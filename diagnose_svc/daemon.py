@@ -99,7 +99,7 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument(
         "--no-baseline",
         action="store_true",
-        help="do not take the last-known-good baseline once no plan waits",
+        help="do not take the last-known-good baseline first",
     )
     baseline = commands.add_parser(
         "baseline",
@@ -175,23 +175,21 @@ VERIFY_ROUNDS = 5
 
 
 def _verify(args: argparse.Namespace) -> int:
-    """Verify the applied plans; then, once none waits, take the baseline (the host may
-    be healthy now) and look once more: a plan applied meanwhile would otherwise wait for
-    the timer, since opsbot-verify.path's start merges into a run already going."""
+    """Take the baseline if the host is healthy; then verify the applied plans, round
+    after round while more wait. The baseline comes first: opsbot-verify.path's start
+    merges into a run already going, so a plan applied while this run is busy must be
+    found by a later look of the same run, and the last look is the run's last act."""
     config = load_config(args.config)
     client = ExecutorClient(args.socket)
-    baseline_taken = False
+    if not args.no_baseline:
+        print(_take_baseline(config))
     for round_number in range(VERIFY_ROUNDS):
         pending = client.pending()
-        if pending.plans:
-            _verify_plans(args, config, client, pending)
-            continue
-        if round_number == 0:
-            print("no applied plan waits for verification")
-        if baseline_taken or args.no_baseline:
+        if not pending.plans:
+            if round_number == 0:
+                print("no applied plan waits for verification")
             break
-        print(_take_baseline(config))
-        baseline_taken = True
+        _verify_plans(args, config, client, pending)
     return EX_OK
 
 

@@ -78,6 +78,12 @@ class Node:
     restart: RestartPolicy = "no"
     #: A balancer: healthy while any of its upstreams is (graph.with_member()).
     balance: bool = False
+    #: Started by a socket unit of its name that listens on its port (with_socket()).
+    activated: bool = False
+
+    @property
+    def socket(self) -> str:
+        return f"{self.name}.socket"
 
     @property
     def unit(self) -> str:
@@ -147,7 +153,9 @@ class Graph:
     def opsbot_config(self) -> str:
         """opsbot.toml for this graph: restart, start, reload and reset-failed on exactly
         its units, and a health target per node that has one."""
-        units = ", ".join(f'"{n.unit}"' for n in self.nodes)
+        units = ", ".join(
+            f'"{u}"' for n in self.nodes for u in (n.unit, *([n.socket] if n.activated else []))
+        )
         lines = [
             f"# opsbot on generated graph {self.seed}",
             "[executor]",
@@ -342,6 +350,16 @@ def with_member(graph: Graph, salt: int) -> tuple[Graph, Node, Node]:
     return out, out.node(balancer.name), out.node(failing)
 
 
+def with_socket(graph: Graph, salt: int) -> tuple[Graph, Node]:
+    """The graph with one node below the front socket-activated: a socket unit of its
+    name listens on its port and starts it on the first connection."""
+    rng = random.Random(salt)
+    chosen = rng.choice([n for n in graph.nodes if n.tier > 0]).name
+    nodes = tuple(replace(n, activated=True) if n.name == chosen else n for n in graph.nodes)
+    out = replace(graph, nodes=nodes, extra={**graph.extra, "activated": chosen})
+    return out, out.node(chosen)
+
+
 def renamed(graph: Graph, salt: int) -> Graph:
     """The same graph with every name, port and the program's path drawn anew (from
     ``salt``): what no rule keyed to a name, a port or a program could tell apart."""
@@ -377,6 +395,9 @@ def install(ct: BootedSystemd, graph: Graph) -> None:
     for node in graph.nodes:
         ct.write_file(f"{UNIT_DIR}/{node.unit}", unit_text(graph, node))
         ct.write_file(node.config_path, node_config(graph, node))
+        if node.activated:
+            socket = f"[Socket]\nListenStream=127.0.0.1:{node.port}\n"
+            ct.write_file(f"{UNIT_DIR}/{node.socket}", socket)
     ct.systemctl("daemon-reload")
     start(ct, graph, graph.nodes)
     wait_healthy(ct, graph)
@@ -384,7 +405,8 @@ def install(ct: BootedSystemd, graph: Graph) -> None:
 
 def start(ct: BootedSystemd, graph: Graph, nodes: tuple[Node, ...] | list[Node]) -> None:
     ordered = graph.start_order(list(nodes))
-    ct.systemctl("start", "--", *(n.unit for n in ordered))
+    # A socket-activated node: its socket; the first connection starts the service.
+    ct.systemctl("start", "--", *(n.socket if n.activated else n.unit for n in ordered))
 
 
 def probe_all(ct: BootedSystemd, graph: Graph) -> dict[str, int]:
@@ -427,7 +449,7 @@ def describe(ct: BootedSystemd, graph: Graph) -> str:
 
 def uninstall(ct: BootedSystemd, graph: Graph) -> None:
     """Stop every node and remove every trace of the graph (drop-ins and mounts included)."""
-    units = graph.units
+    units = graph.units + [n.socket for n in graph.nodes if n.activated]
     ct.systemctl("unmask", "--", *units, check=False)
     ct.systemctl("stop", "--", *units, check=False)
     for node in graph.nodes:

@@ -48,6 +48,12 @@ port_freed             port_in_use, then the squatter goes away          start i
                                                                          systemd gave up)
 stranger               (ports alone) a backend dies, and a unit nothing  start the backend;
                        links to the graph failed on its own              name the stranger
+socket_down            (ports alone) a socket-activated backend's        start the socket
+                       socket (and service) stopped                      (then the service)
+watchdog               (ports alone) a notify backend under WatchdogSec= start it
+                       hangs; the watchdog kills it, Restart=no
+start_timeout          (ports alone) restarted with a check that waits   note: timeout
+                       past TimeoutStartSec=
 oom_kill               (not covered on this host: see report)            -
 =====================  ================================================  =================
 
@@ -64,7 +70,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from testbed.container import BootedSystemd
-from testbed.graph import RUN_DIR, Graph, Node, generate, node_config, probe_all, with_member
+from testbed.graph import (
+    RUN_DIR,
+    Graph,
+    Node,
+    generate,
+    node_config,
+    probe_all,
+    with_member,
+    with_socket,
+)
 from testbed.injecting import Injector
 from testbed.judge import START, Step, cause_problems, check_step
 from testbed.observe import unit_properties
@@ -89,6 +104,9 @@ Kind = Literal[
     "member_down",
     "port_freed",
     "stranger",
+    "socket_down",
+    "watchdog",
+    "start_timeout",
 ]
 KINDS: tuple[Kind, ...] = Kind.__args__  # type: ignore[attr-defined]
 #: Kinds of the taxonomy this host cannot produce (cgroup v1 controllers are read-only in
@@ -403,6 +421,41 @@ def _stranger(inj: _Injector, node: Node, rng: random.Random) -> Expected:
     return replace(expected, names=stranger)
 
 
+def _socket_down(inj: _Injector, node: Node) -> Expected:
+    """Its socket unit was stopped (and the service with it): start the socket, then the
+    service if the plan wants it up at once."""
+    inj.run("systemctl", "stop", "--", node.socket, node.unit)
+    inj.front_sees_it()
+    socket = Step(START, node.socket, ("inactive", "failed"))
+    service = Step(START, node.unit, ("inactive", "failed"))
+    return Expected(
+        "plan",
+        (Shape((socket,)), Shape((socket, service))),
+        may_touch=frozenset([node.socket, node.unit]),
+    )
+
+
+def _watchdog(inj: _Injector, node: Node) -> Expected:
+    """A Type=notify backend under WatchdogSec= hangs (SIGSTOP): systemd's watchdog
+    kills it (Result=watchdog) and, with Restart=no, it stays down: start it."""
+    inj.dropin(node, "[Service]\nType=notify\nNotifyAccess=main\nWatchdogSec=2s\nRestart=no\n")
+    inj.run("systemctl", "restart", "--", node.unit)
+    inj.wait(f"{node.unit} up again", inj.unit_is(node.unit, ActiveState="active"))
+    inj.run("systemctl", "kill", "--kill-whom=main", "--signal=STOP", "--", node.unit)
+    inj.wait(f"{node.unit} killed by its watchdog", inj.unit_is(node.unit, ActiveState="failed"))
+    step = Step(START, node.unit, ("failed",))
+    return Expected("plan", (Shape((step,)),), may_touch=frozenset([node.unit]))
+
+
+def _start_timeout(inj: _Injector, node: Node) -> Expected:
+    """Restarted with a start check that waits longer than TimeoutStartSec=: systemd
+    kills it at the timeout; nothing it waits for will change: a note naming the timeout."""
+    inj.dropin(node, "[Service]\nExecStartPre=/bin/sleep 30\nTimeoutStartSec=2s\nRestart=no\n")
+    inj.run("systemctl", "restart", "--no-block", "--", node.unit)
+    inj.wait(f"{node.unit} timed out", inj.unit_is(node.unit, ActiveState="failed"))
+    return Expected("note", cause="timeout", cause_unit=node.unit, may_touch=frozenset([node.unit]))
+
+
 def looping_client(graph: Graph, node: Node) -> Node:
     """The client of ``node`` that loops in a loop_on_dependency case."""
     return min((n for n, _ in graph.dependents(node.name)), key=lambda n: n.name)
@@ -590,10 +643,24 @@ GATE.update(
         "port_freed": tuple(range(2030, 2040)),
         # A backend dies while a unit nothing links to the graph failed on its own.
         "stranger": tuple(range(2040, 2050)),
+        # A socket-activated backend whose socket was stopped.
+        "socket_down": tuple(range(2050, 2055)),
+        # A Type=notify backend under WatchdogSec= that hangs: systemd's watchdog kills it.
+        "watchdog": tuple(range(2060, 2065)),
+        # A start whose check waits past TimeoutStartSec=: a timeout, not a failed check.
+        "start_timeout": tuple(range(2070, 2075)),
     }
 )
 #: Kinds whose graph declares no dependency to systemd (graph.generate(ports_only=True)).
-PORTS_ONLY: tuple[Kind, ...] = ("undeclared_down", "loop_on_dependency", "member_down", "stranger")
+PORTS_ONLY: tuple[Kind, ...] = (
+    "undeclared_down",
+    "loop_on_dependency",
+    "member_down",
+    "stranger",
+    "socket_down",
+    "watchdog",
+    "start_timeout",
+)
 
 
 def case_graph(kind: Kind, seed: int) -> Graph:
@@ -602,6 +669,8 @@ def case_graph(kind: Kind, seed: int) -> Graph:
     graph = generate(seed, ports_only=kind in PORTS_ONLY)
     if kind == "member_down":
         graph, _, _ = with_member(graph, seed)
+    if kind == "socket_down":
+        graph, _ = with_socket(graph, seed)
     return graph
 
 
@@ -625,9 +694,12 @@ def choose(seed: int, graph: Graph, kind: Kind) -> tuple[Kind, Node, str]:
         balancer = graph.node(graph.extra["balancer"])
         asked = balancer.unit if rng.random() < 0.5 else graph.node(graph.front).unit
         return base, graph.node(graph.extra["member"]), asked
-    if base == "stranger":
+    if base == "socket_down":
+        return base, graph.node(graph.extra["activated"]), graph.node(graph.front).unit
+    if base in ("stranger", "watchdog", "start_timeout"):
         target = rng.choice([n for n in graph.nodes if n.tier > 0])
-        return base, target, graph.node(graph.front).unit
+        own = base == "start_timeout" and rng.random() < 0.5
+        return base, target, target.unit if own else graph.node(graph.front).unit
     if base in PORTS_ONLY:
         # A dependency below the front, and a node that needs it: the front, or (a loop)
         # one of the nodes that reach it.
@@ -681,6 +753,9 @@ def inject(ct: BootedSystemd, graph: Graph, seed: int, kind: Kind) -> Case:
         "member_down": lambda: _member_down(inj, target),
         "port_freed": lambda: _port_freed(inj, target, rng),
         "stranger": lambda: _stranger(inj, target, rng),
+        "socket_down": lambda: _socket_down(inj, target),
+        "watchdog": lambda: _watchdog(inj, target),
+        "start_timeout": lambda: _start_timeout(inj, target),
     }[base]()
     symptom = rng.choice(SYMPTOMS).format(unit=asked)
     return Case(

@@ -79,7 +79,7 @@ BASELINE_DIR = "/var/lib/opsbot-diagnose/baseline"
 
 
 def take_baseline(ct: BootedSystemd) -> str:
-    """The healthy graph's baseline, as opsbot-verify.service takes it at the end of
+    """The healthy graph's baseline, as opsbot-verify.service takes it first in
     each run: a fresh one, none of an earlier case's graph kept. What the verb
     said."""
     ct.run(["rm", "-rf", BASELINE_DIR])

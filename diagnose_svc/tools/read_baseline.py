@@ -72,14 +72,9 @@ def _fit(out: Baseline) -> Baseline:
 
 @read_tool(BaselineArgs)
 def read_baseline(args: BaselineArgs, context: ToolContext) -> Baseline:
-    """Read the last-known-good baseline: when the host was last seen healthy (every unit
-    in scope up, every health target answering), which unit listened on which port then,
-    which unit reached which (observed connections and configuration), each unit's state
-    and each health target's answer then. With ``unit``, only what concerns it.
-
-    Use it for what changed since the host was healthy: a backend that is down now has no
-    connections, but the baseline shows who reached it an hour ago. Snapshots are kept 3
-    days; "no baseline" means none was taken.
+    """The host when last seen healthy (kept 3 days): which unit listened where, which
+    reached which, each unit's state then. A backend down now has no connections; the
+    baseline shows who needed it. With ``unit``, only what concerns it.
     """
     kept = load()
     if not kept:

@@ -230,16 +230,10 @@ def _fit(
 
 @read_tool(ConfigEdgesArgs)
 def read_config_edges(args: ConfigEdgesArgs, context: ToolContext) -> ConfigEdges:
-    """List which unit is configured to reach which: the ports and socket paths each
-    service's Environment=, ExecStart= (and its process's command line), EnvironmentFile=
-    and config files name (nginx proxy_pass/upstream, HAProxy server, Caddy
-    reverse_proxy, with their includes; other config files as key/value), matched to the
-    unit that listens there now or is configured to.
-
-    With ``unit``, only the edges it is an end of. An edge "A -> B at :PORT (source; how)"
-    holds even when B is down and has no connections: use it for a proxy's upstream or
-    an app's database that no unit file declares. Files the diagnose user may not read are
-    listed as unreadable, never read another way. Values are never shown.
+    """Which unit is configured to reach which (ports and socket paths named in each
+    service's environment, command line and config files, nginx/HAProxy/Caddy included),
+    matched to the unit that listens there now or is configured to: a dependency no unit
+    file declares, found even while the backend is down. Values are never shown.
     """
     try:
         sockets = tcp_sockets()

@@ -20,7 +20,8 @@ every answer take 5 s (a slow service, in memory until it restarts). Environment
 NODE_MODE must be "prod" or "dev", else it exits 1 at once saying so; NODE_CRASH_AFTER=N
 makes it exit 1 N seconds after it is ready (a fix that cannot hold);
 NODE_NEEDS_UPSTREAMS=1 makes it exit 1 at start when an upstream refuses a connection (a
-client that loops under Restart=always while its backend is down).
+client that loops under Restart=always while its backend is down). Socket-activated, it
+serves on the socket systemd passes (fd 3); under WatchdogSec= it pings the watchdog.
 """
 
 from __future__ import annotations
@@ -167,7 +168,14 @@ def main() -> int:
                 return 1
     State.config = config
     try:
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", int(config["port"])), Handler)
+        if os.environ.get("LISTEN_FDS") == "1" and os.environ.get("LISTEN_PID") == str(os.getpid()):
+            # Socket-activated: systemd passes the listening socket as fd 3.
+            server = http.server.ThreadingHTTPServer(
+                ("127.0.0.1", int(config["port"])), Handler, bind_and_activate=False
+            )
+            server.socket = socket.socket(fileno=3)
+        else:
+            server = http.server.ThreadingHTTPServer(("127.0.0.1", int(config["port"])), Handler)
     except OSError as exc:
         print(
             f"{config['name']}: cannot listen on 127.0.0.1:{config['port']}: {exc.strerror}",
@@ -191,6 +199,15 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     notify("READY=1")
     print(f"{config['name']}: listening on 127.0.0.1:{config['port']}", flush=True)
+    watchdog = int(os.environ.get("WATCHDOG_USEC", "0") or 0)
+    if watchdog:
+
+        def ping() -> None:  # WatchdogSec=: a ping at a third of it, from a thread
+            while True:  # that stops with the process (SIGSTOP: no ping, a watchdog kill)
+                notify("WATCHDOG=1")
+                time.sleep(watchdog / 3e6)
+
+        threading.Thread(target=ping, daemon=True).start()
     crash_after = os.environ.get("NODE_CRASH_AFTER")
     if crash_after:
 

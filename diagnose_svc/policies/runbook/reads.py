@@ -70,7 +70,12 @@ def _wanted(settings: DiagnoseSettings, entry: str, found: Findings) -> Iterator
     # Then how the root candidates fail: the deepest failing units whose own
     # dependencies are healthy, as far as the graph is known.
     for root in view.candidates():
-        if any(d not in found.status for d in view.deps(root)[:MAX_DEPENDENCIES]):
+        unread = [
+            d
+            for d in view.deps(root)[:MAX_DEPENDENCIES]
+            if d not in found.status and found.error("read_unit_status", d) is None
+        ]
+        if unread:
             continue  # what it depends on is read first: the root may be deeper
         yield from evidence(view, root)
     # What systemd stopped with the root (or with the unit asked about, when it runs

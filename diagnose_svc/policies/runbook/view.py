@@ -49,7 +49,9 @@ class View:
         status = self.status(unit)
         if status is None:
             # Not read yet: what a read tool saw it reach (no unit file needed for that).
-            linked = [u for u in self.observed(unit) if denied_reason(u) is None]
+            linked = [
+                u for u in self.observed(unit) if denied_reason(u) is None and not self.gone(u)
+            ]
             return [u for u in dict.fromkeys(linked) if u != unit and _service_like(u)]
         sockets = [u for u in status.triggered_by if u.endswith(".socket")]
         named = [
@@ -59,9 +61,14 @@ class View:
             *status.wants,
             *self.observed(unit),
         ]
-        named = [u for u in named if denied_reason(u) is None]
+        named = [u for u in named if denied_reason(u) is None and not self.gone(u)]
         named += [d.unit for d in status.unhealthy_dependencies]
         return [u for u in dict.fromkeys(named) if u != unit and _service_like(u)]
+
+    def gone(self, unit: str) -> bool:
+        """systemd knows no such unit now (an edge the baseline kept of one removed since)."""
+        error = self.found.error("read_unit_status", unit)
+        return error is not None and "not found" in error
 
     def observed(self, unit: str) -> list[str]:
         """The units ``unit`` is connected to now (read_connections), or configured to

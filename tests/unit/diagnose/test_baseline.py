@@ -161,3 +161,24 @@ def test_a_backend_down_now_is_still_the_dependency_it_was_when_healthy() -> Non
         "Last healthy 2026-12-02 12:00 UTC: db.service was active/running, listening on "
         "127.0.0.1:5432, reached by app.service; now it is failed/failed."
     ) in reason
+
+
+def test_a_baseline_edge_to_a_unit_removed_since_is_history() -> None:
+    """The baseline remembers killed.service reaching old.service, which has been removed
+    since (systemd: not found): that edge is history; it neither blocks the evidence of
+    killed.service nor gets in the plan, which starts killed.service."""
+    old = BaselineEdge(
+        client="killed.service", server="old.service", endpoint=":7000", source="configured"
+    )
+    snap = Snapshot(
+        taken_at=NOON,
+        units={"killed.service": "active/running"},
+        listeners=[],
+        edges=[old],
+        health={},
+    )
+    host = RecordedHost(baseline=snap, connections=[], configured=[])
+    host.add(recorded.KILLED_SHOW, recorded.KILLED_JOURNAL)
+    verdict, _ = diagnose(host, "killed.service", settings())
+    assert steps_of(verdict) == [("start_unit", "killed.service", {"active_state": ["failed"]})]
+    assert ("read_unit_status", {"unit": "old.service"}) in host.calls
