@@ -311,7 +311,22 @@ def read_unit_status(args: UnitArgs, context: ToolContext) -> UnitStatus:
             f"unit {args.unit} not found" + (f": {why}" if why and "NoSuchUnit" not in why else ""),
             hint="list_failed_units shows the units that failed; check the name",
         )
-    return fit_status(parse_unit_status(props, _dependencies(relations_of(props))))
+    seen = {**props, "TriggeredBy": props.get("TriggeredBy", "") or _idle_socket(props)}
+    return fit_status(parse_unit_status(seen, _dependencies(relations_of(seen))))
+
+
+def _idle_socket(props: Mapping[str, str]) -> str:
+    """The socket unit of the same name that activates a service which is down, when
+    systemd no longer says so (a stopped socket is unloaded, and with it TriggeredBy=):
+    systemctl show loads it, and its Triggers= says whether it starts this service."""
+    unit = props.get("Id", "")
+    if not unit.endswith(".service") or props.get("ActiveState") not in UNHEALTHY_STATES:
+        return ""
+    socket = unit.removesuffix(".service") + ".socket"
+    [found] = show([socket], ("Id", "LoadState", "Triggers"))
+    if found.get("LoadState") == "loaded" and unit in found.get("Triggers", "").split():
+        return socket
+    return ""
 
 
 def fit_status(status: UnitStatus, budget: int = TOOL_OUTPUT_BUDGET) -> UnitStatus:
