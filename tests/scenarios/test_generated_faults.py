@@ -33,7 +33,7 @@ from testbed.graph_run import CaseRecord, run_case
 from tests.scenarios.report import DAILY, GENERATED
 
 #: Two halves of the gate, each an xdist group with a container of its own, so that the
-#: two workers share the suite's 11 minutes (the cases of one half run in seed order).
+#: two workers share the suite's time (the cases of one half run in seed order).
 HALVES = ("tests/scenarios/generated-a", "tests/scenarios/generated-b")
 
 
