@@ -106,8 +106,7 @@ def _unhealthy(status: UnitStatus) -> bool:
         return True
     if status.active_state == "inactive":
         return status.result != "success"
-    looping = status.sub_state == "auto-restart" or status.n_restarts > 0
-    return status.active_state == "activating" and looping
+    return status.crash_looping
 
 
 def read_host(

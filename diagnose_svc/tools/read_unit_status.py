@@ -133,6 +133,16 @@ class UnitStatus(ToolOutput):
     omitted_dependencies: int = 0
 
     @property
+    def crash_looping(self) -> bool:
+        """systemd is restarting it because it exited (Restart=): waiting to restart
+        (auto-restart), or starting it again after an automatic restart (NRestarts counts
+        those since it was last started by hand). A loop is failing, not settling; only a
+        unit starting for the first time, or stopping, is in transition."""
+        if self.active_state != "activating":
+            return False
+        return self.sub_state == "auto-restart" or self.n_restarts > 0
+
+    @property
     def signal_name(self) -> str | None:
         """SIGKILL etc. when the main process was killed by a signal."""
         if self.exec_main_code not in ("killed", "dumped"):

@@ -13,7 +13,7 @@ from diagnose_svc.policies.runbook.outcomes import Fix, Human, plan, step
 from diagnose_svc.policies.runbook.reads import evidence
 from diagnose_svc.policies.runbook.running import decide_running
 from diagnose_svc.policies.runbook.view import View
-from diagnose_svc.policies.runbook.words import crash_looping, cut, ended
+from diagnose_svc.policies.runbook.words import cut, ended
 from diagnose_svc.tools import UnitStatus
 from shared_schema import DiagnoseSettings, denied_reason
 
@@ -156,7 +156,7 @@ def _held_back(view: View, root: str, status: UnitStatus) -> Human | None:
             f"{root} is failing ({view.failing(root)})",
             f"opsbot never acts on it (built-in denylist {denied!r}): a human must look.",
         )
-    if status.active_state in ("activating", "deactivating") and not crash_looping(status):
+    if status.active_state in ("activating", "deactivating") and not status.crash_looping:
         return Human(
             "in_transition",
             root,

@@ -21,7 +21,7 @@ from diagnose_svc.policies.runbook.last_run import (
 from diagnose_svc.policies.runbook.outcomes import Fix, Human, step
 from diagnose_svc.policies.runbook.port_held import port_held
 from diagnose_svc.policies.runbook.view import View
-from diagnose_svc.policies.runbook.words import crash_looping, cut, ended, loop_words
+from diagnose_svc.policies.runbook.words import cut, ended, loop_words
 from diagnose_svc.tools import JournalLine, UnitStatus
 
 #: One check of a down unit: the cause it found (a Human), what it ruled out (a fact
@@ -38,7 +38,7 @@ def decide_down(view: View, root: str, status: UnitStatus, roots: list[str]) -> 
             return outcome
         if outcome is not None:
             checked.append(outcome)
-    if crash_looping(status):
+    if status.crash_looping:
         return _loop_unexplained(view, root, status, checked)
     return _start_again(view, root, status, roots, checked)
 

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from diagnose_svc.policies import leads
 from diagnose_svc.policies.findings import Findings
 from diagnose_svc.policies.runbook.constants import DOWN, RUNNING, STOPPED_WITH
-from diagnose_svc.policies.runbook.words import crash_looping, cut, ended, health_words, loop_words
+from diagnose_svc.policies.runbook.words import cut, ended, health_words, loop_words
 from diagnose_svc.tools import HealthResult, UnitStatus
 from diagnose_svc.tools._baseline_store import BaselineEdge
 from shared_schema import DiagnoseSettings, denied_reason
@@ -242,7 +242,7 @@ class View:
             if status.result == "success" and self.on_demand(status):
                 return None  # socket-activated, idle: it starts on the next connection
             return f"inactive ({ended(status)})"
-        if crash_looping(status):
+        if status.crash_looping:
             return loop_words(status)
         if status.active_state in ("activating", "deactivating"):
             return f"{status.active_state}/{status.sub_state}"

@@ -44,16 +44,6 @@ def ended(status: UnitStatus) -> str:
     return f"{words}; {exit_words}" if exit_words else words
 
 
-def crash_looping(status: UnitStatus) -> bool:
-    """systemd is restarting it because it exited (Restart=): waiting to restart
-    (auto-restart), or starting it again after an automatic restart (NRestarts counts
-    those since it was last started by hand). A loop is failing, not settling; only a
-    unit starting for the first time, or stopping, is in transition."""
-    if status.active_state != "activating":
-        return False
-    return status.sub_state == "auto-restart" or status.n_restarts > 0
-
-
 def loop_words(status: UnitStatus) -> str:
     """A crash loop in facts: how often systemd restarted it and how its runs end."""
     return (
