@@ -254,6 +254,7 @@ def _start_again(
         for unit in down
     ]
     after = f", then {', '.join(down)}, which stopped with it" if down else ""
+    then_healthy = view.since_healthy(root)
     if _start_limit_hit(view, root, status):
         return _clear_limit_and_start(root, status, facts, then, after)
     return Fix(
@@ -267,8 +268,8 @@ def _start_again(
                     for part in (
                         f"{root} is {status.active_state} ({ended(status)}); checked: "
                         f"{facts}; so starting it again should bring it back.",
-                        view.why_needed(root, baseline=not view.since_healthy(root)),
-                        view.since_healthy(root),
+                        view.why_needed(root, baseline=not then_healthy),
+                        then_healthy,
                     )
                     if part
                 ),

@@ -3,7 +3,7 @@ what is failing and where the fault may be, and what systemd stopped with a unit
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from urllib.parse import urlsplit
 
 from diagnose_svc.policies import leads
@@ -11,7 +11,6 @@ from diagnose_svc.policies.findings import Findings
 from diagnose_svc.policies.runbook.constants import DOWN, RUNNING, STOPPED_WITH
 from diagnose_svc.policies.runbook.words import cut, ended, health_words, loop_words
 from diagnose_svc.tools import HealthResult, UnitStatus
-from diagnose_svc.tools._baseline_store import BaselineEdge
 from shared_schema import DiagnoseSettings, denied_reason
 
 
@@ -71,26 +70,40 @@ class View:
         return error is not None and "not found" in error
 
     def observed(self, unit: str) -> list[str]:
-        """The units ``unit`` is connected to now (read_connections), or configured to
-        reach (read_config_edges): a dependency no unit file declares, such as a
-        proxy's upstream or an app's database by its port, even while that is down."""
-        now = [
-            edge.server
-            for connections in self.found.connections.values()
-            for edge in connections.edges
-            if edge.client == unit and edge.server
-        ]
-        configured = [
-            edge.server
-            for edges in self.found.configured.values()
-            for edge in edges.edges
-            if edge.client == unit
-        ]
-        then = [e.server for e in self.baseline_edges() if e.client == unit]
-        return now + configured + then
+        """The units ``unit`` is connected to now (read_connections), configured to reach
+        (read_config_edges), or reached when the host was last healthy (read_baseline): a
+        dependency no unit file declares, such as a proxy's upstream or an app's database
+        by its port, even while that is down."""
+        return [server for client, server, _ in self.links() if client == unit]
 
-    def baseline_edges(self) -> list[BaselineEdge]:
-        return [e for b in self.found.baseline.values() for e in b.edges]
+    def links(self, baseline: bool = True) -> Iterator[tuple[str, str, str]]:
+        """(client, server, why in words) of every edge a read tool gave: observed,
+        configured, then the baseline's (only with ``baseline``)."""
+        for connections in self.found.connections.values():
+            for edge in connections.edges:
+                if edge.server:
+                    yield (
+                        edge.client,
+                        edge.server,
+                        f"{edge.client} is connected to {edge.server} at "
+                        f"{edge.address}:{edge.port}",
+                    )
+        for edges in self.found.configured.values():
+            for c in edges.edges:
+                yield (
+                    c.client,
+                    c.server,
+                    f"{c.client} is configured to reach {c.endpoint} ({c.source}), where "
+                    f"{c.server} {c.how}",
+                )
+        for base in self.found.baseline.values() if baseline else ():
+            for e in base.edges if base.taken_at is not None else ():
+                yield (
+                    e.client,
+                    e.server,
+                    f"when the host was last healthy ({base.taken_at:%Y-%m-%d %H:%M} UTC) "
+                    f"{e.client} reached {e.server} at {e.endpoint} ({e.source})",
+                )
 
     def since_healthy(self, unit: str) -> str:
         """What changed for ``unit`` since the host was last healthy, in words ('' when
@@ -125,39 +138,20 @@ class View:
                 continue
             if unit in (*status.binds_to, *status.requires, *status.wants):
                 return ""
-            words = self.edge_source(client, unit, baseline)
+            words = next(
+                (w for c, srv, w in self.links(baseline) if (c, srv) == (client, unit)), None
+            )
             if words:
                 return f"No unit file declares it, but {words}."
         return ""
-
-    def edge_source(self, client: str, server: str, baseline: bool = True) -> str | None:
-        """Why ``client`` counts on ``server`` when no unit file says so, in words."""
-        for connections in self.found.connections.values():
-            for edge in connections.edges:
-                if (edge.client, edge.server) == (client, server):
-                    return f"{client} is connected to {server} at {edge.address}:{edge.port}"
-        for edges in self.found.configured.values():
-            for c in edges.edges:
-                if (c.client, c.server) == (client, server):
-                    return (
-                        f"{client} is configured to reach {c.endpoint} ({c.source}), where "
-                        f"{server} {c.how}"
-                    )
-        for base in self.found.baseline.values() if baseline else ():
-            for e in base.edges:
-                if (e.client, e.server) == (client, server) and base.taken_at is not None:
-                    return (
-                        f"when the host was last healthy ({base.taken_at:%Y-%m-%d %H:%M} UTC) "
-                        f"{client} reached {server} at {e.endpoint} ({e.source})"
-                    )
-        return None
 
     def unhealthy_deps(self, unit: str) -> list[str]:
         status = self.status(unit)
         return [d.unit for d in status.unhealthy_dependencies] if status else []
 
     def closure(self, unit: str, limit: int = 24) -> list[str]:
-        """``unit`` and everything it depends on, as far as states were read."""
+        """``unit`` and everything it depends on, as far as states were read or a read
+        tool saw an edge."""
         seen: dict[str, None] = {unit: None}
         todo = [unit]
         unhealthy = self.unhealthy_deps_all()
