@@ -21,7 +21,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from diagnose_svc.errors import DiagnoseError
 from diagnose_svc.tools import (
     HealthArgs,
     HealthResult,
@@ -119,10 +118,7 @@ def read_host(
     context = ToolContext(settings=settings)
 
     def read(tool: str, args: ToolArgs) -> Any:
-        try:
-            return tools[tool](args, context)
-        except DiagnoseError as exc:
-            return exc.message
+        return tools[tool].answer(args, context)
 
     connections = read("read_connections", ConnectionsArgs())
     configured = read("read_config_edges", ConfigEdgesArgs())

@@ -32,7 +32,6 @@ from datetime import UTC, datetime, timedelta
 import structlog
 
 from diagnose_svc.actions import TriedPlan
-from diagnose_svc.errors import DiagnoseError
 from diagnose_svc.tools import (
     HealthArgs,
     HealthResult,
@@ -108,10 +107,7 @@ class Verifier:
 
     def _read(self, tool: str, args: ToolArgs) -> ToolOutput | str:
         """One read tool's answer, or the operator's message of why it could not read."""
-        try:
-            return self.tools[tool](args, self.context)
-        except DiagnoseError as exc:
-            return exc.message
+        return self.tools[tool].answer(args, self.context)
 
     def _status(self, unit: str) -> UnitStatus | str:
         out = self._read("read_unit_status", UnitArgs(unit=unit))

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from diagnose_svc.actions import ToolSpec
-from diagnose_svc.errors import ToolError
+from diagnose_svc.errors import DiagnoseError, ToolError
 from shared_schema import DiagnoseSettings, UnitName, field_errors
 
 #: What a call can establish: a unit's live state, its journal, a health target, its
@@ -72,6 +72,15 @@ class ToolArgs(BaseModel):
     def subject(self) -> str | None:
         """What the call is about (a unit, a target), for the evidence it gives."""
         return None
+
+
+class HostToolArgs(ToolArgs):
+    """The arguments of a tool about the whole host, or only what concerns ``unit``."""
+
+    unit: UnitName | None = None
+
+    def subject(self) -> str:
+        return self.unit or "*"
 
 
 class UnitToolArgs(ToolArgs):
@@ -153,6 +162,14 @@ class Tool:
 
     def __call__(self, args: ToolArgs, context: ToolContext) -> ToolOutput:
         return self.function(args, context)
+
+    def answer(self, args: ToolArgs, context: ToolContext) -> ToolOutput | str:
+        """Its output, or the operator's message of why it could not read (for code that
+        reads outside a diagnosis: verification, the baseline)."""
+        try:
+            return self.function(args, context)
+        except DiagnoseError as exc:
+            return exc.message
 
 
 def make_tool(

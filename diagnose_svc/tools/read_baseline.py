@@ -10,16 +10,11 @@ from datetime import datetime
 
 from diagnose_svc.limits import TOOL_OUTPUT_BUDGET
 from diagnose_svc.tools._baseline_store import BaselineEdge, BaselineListener, load
-from diagnose_svc.tools._registry import ToolArgs, ToolContext, ToolOutput, read_tool
-from shared_schema import UnitName
+from diagnose_svc.tools._registry import HostToolArgs, ToolContext, ToolOutput, read_tool
 
 
-class BaselineArgs(ToolArgs):
+class BaselineArgs(HostToolArgs):
     gives = "baseline"
-    unit: UnitName | None = None
-
-    def subject(self) -> str:
-        return self.unit or "*"
 
 
 class Baseline(ToolOutput):

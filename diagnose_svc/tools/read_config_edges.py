@@ -19,17 +19,15 @@ from collections.abc import Iterable
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from diagnose_svc._model import Model
-from diagnose_svc.errors import ToolError
 from diagnose_svc.limits import COMMAND_PARSE_LIMIT, COMMAND_TIMEOUT_SECONDS, TOOL_OUTPUT_BUDGET
 from diagnose_svc.tools._config_files import UnitConfig, unit_config
-from diagnose_svc.tools._registry import ToolArgs, ToolContext, ToolOutput, read_tool
-from diagnose_svc.tools._sockdiag import SockDiagError, cgroup_root, cgroup_units, tcp_sockets
+from diagnose_svc.tools._registry import HostToolArgs, ToolContext, ToolOutput, read_tool
 from diagnose_svc.tools._systemctl import parse_exec, parse_int, show
-from diagnose_svc.tools.read_connections import build, socket_units
+from diagnose_svc.tools.read_connections import host_sockets
 from diagnose_svc.tools.read_unit_file import _ENV_FILE
 from shared_io.errors import CommandFailed
 from shared_io.run import run
-from shared_schema import UnitName, denied_reason
+from shared_schema import denied_reason
 
 #: Services whose configuration is read at most (the loaded ones, then the enabled ones).
 UNIT_LIMIT = 96
@@ -45,12 +43,8 @@ ENABLED = (
 )
 
 
-class ConfigEdgesArgs(ToolArgs):
+class ConfigEdgesArgs(HostToolArgs):
     gives = "configured"
-    unit: UnitName | None = None
-
-    def subject(self) -> str:
-        return self.unit or "*"
 
 
 class ConfigEdge(Model):
@@ -235,12 +229,7 @@ def read_config_edges(args: ConfigEdgesArgs, context: ToolContext) -> ConfigEdge
     matched to the unit that listens there now or is configured to: a dependency no unit
     file declares, found even while the backend is down. Values are never shown.
     """
-    try:
-        sockets = tcp_sockets()
-    except SockDiagError as exc:
-        raise ToolError(f"the kernel's socket diagnostics cannot be read: {exc}") from None
-    rows = socket_units()
-    listeners, _, _ = build(sockets, cgroup_units(cgroup_root()), rows)
+    listeners, _, _, rows = host_sockets()
     live = {e.port: e.unit for e in listeners if e.unit}
     paths = {r.listen: r.activates or r.unit for r in rows if r.listen.startswith("/")}
     configs = read_configs(services())

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from diagnose_svc._model import Model
 from diagnose_svc.errors import ToolError
 from diagnose_svc.limits import COMMAND_PARSE_LIMIT, COMMAND_TIMEOUT_SECONDS, TOOL_OUTPUT_BUDGET
-from diagnose_svc.tools._registry import ToolArgs, ToolContext, ToolOutput, read_tool
+from diagnose_svc.tools._registry import HostToolArgs, ToolContext, ToolOutput, read_tool
 from diagnose_svc.tools._sockdiag import (
     SockDiagError,
     TcpSocket,
@@ -29,19 +29,14 @@ from diagnose_svc.tools._sockdiag import (
 )
 from shared_io.errors import CommandFailed
 from shared_io.run import run
-from shared_schema import UnitName
 
 LIST_SOCKETS = ("systemctl", "list-sockets", "--all", "--output=json", "--no-pager")
 #: The cgroup of what PID 1 itself holds (the listeners of socket units).
 INIT_SCOPE = "init.scope"
 
 
-class ConnectionsArgs(ToolArgs):
+class ConnectionsArgs(HostToolArgs):
     gives = "connections"
-    unit: UnitName | None = None
-
-    def subject(self) -> str:
-        return self.unit or "*"
 
 
 class Endpoint(Model):
@@ -210,6 +205,18 @@ def build(
     return ordered, edges, unmapped
 
 
+def host_sockets() -> tuple[list[Endpoint], list[Edge], int, list[_SocketRow]]:
+    """This host's TCP listeners by unit, the edges between units, the sockets no unit
+    was found for, and the socket units (what build() makes of a dump read now)."""
+    try:
+        sockets = tcp_sockets()
+    except SockDiagError as exc:
+        raise ToolError(f"the kernel's socket diagnostics cannot be read: {exc}") from None
+    rows = socket_units()
+    listeners, edges, unmapped = build(sockets, cgroup_units(cgroup_root()), rows)
+    return listeners, edges, unmapped, rows
+
+
 def _fit(
     unit: str | None, listeners: list[Endpoint], edges: list[Edge], unmapped: int
 ) -> Connections:
@@ -243,11 +250,7 @@ def read_connections(args: ConnectionsArgs, context: ToolContext) -> Connections
     host. Use it to find the dependencies systemd does not declare: a proxy's upstream,
     an app's database by its port. A backend that is down has no connections now.
     """
-    try:
-        sockets = tcp_sockets()
-    except SockDiagError as exc:
-        raise ToolError(f"the kernel's socket diagnostics cannot be read: {exc}") from None
-    listeners, edges, unmapped = build(sockets, cgroup_units(cgroup_root()), socket_units())
+    listeners, edges, unmapped, _ = host_sockets()
     if args.unit:
         edges = [e for e in edges if args.unit in (e.client, e.server)]
         listeners = [e for e in listeners if args.unit in (e.unit, e.socket_unit)]
