@@ -23,6 +23,8 @@ day for whoever reads the report.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -35,6 +37,14 @@ from tests.scenarios.report import DAILY, GENERATED
 #: Two halves of the gate, each an xdist group with a container of its own, so that the
 #: two workers share the suite's time (the cases of one half run in seed order).
 HALVES = ("tests/scenarios/generated-a", "tests/scenarios/generated-b")
+
+
+def halved(cases: Sequence[tuple[Kind, int]]) -> list[Any]:
+    """``cases`` as parameters, each in one half by turns, named kind-seed."""
+    return [
+        pytest.param(kind, seed, marks=pytest.mark.xdist_group(HALVES[i % 2]), id=f"{kind}-{seed}")
+        for i, (kind, seed) in enumerate(cases)
+    ]
 
 
 @pytest.fixture(scope="session")
@@ -52,14 +62,7 @@ def _explain(record: CaseRecord) -> str:
     )
 
 
-@pytest.mark.parametrize(
-    ("kind", "seed"),
-    [
-        pytest.param(kind, seed, marks=pytest.mark.xdist_group(HALVES[i % 2]))
-        for i, (kind, seed) in enumerate(GATE_CASES)
-    ],
-    ids=[f"{kind}-{seed}" for kind, seed in GATE_CASES],
-)
+@pytest.mark.parametrize(("kind", "seed"), halved(GATE_CASES))
 def test_generated_case_does_no_harm_and_its_plans_restore_health(
     graph_host: BootedSystemd, kind: Kind, seed: int
 ) -> None:
@@ -90,14 +93,7 @@ def test_todays_seed_is_reported(graph_host: BootedSystemd) -> None:
 RENAMED_CASES = (("loop_on_dependency", 2011), ("config_error", 1013))
 
 
-@pytest.mark.parametrize(
-    ("kind", "seed"),
-    [
-        pytest.param(kind, seed, marks=pytest.mark.xdist_group(HALVES[i % 2]))
-        for i, (kind, seed) in enumerate(RENAMED_CASES)
-    ],
-    ids=[f"{k}-{s}" for k, s in RENAMED_CASES],
-)
+@pytest.mark.parametrize(("kind", "seed"), halved(RENAMED_CASES))
 def test_a_case_renamed_gets_the_same_verdict(
     graph_host: BootedSystemd, kind: Kind, seed: int
 ) -> None:
