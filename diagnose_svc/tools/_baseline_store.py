@@ -95,17 +95,13 @@ def save(snap: Snapshot, where: Path | None = None) -> Path | None:
     where.mkdir(mode=0o700, parents=True, exist_ok=True)
     kept = _snapshots(where)
     newest = _read(kept[-1]) if kept else None
-    written = None
-    if newest is None or not newest.same_as(snap):
-        written = where / f"{PREFIX}{snap.taken_at:%Y%m%dT%H%M%S%fZ}.json"
-        write_atomic(
-            written, json.dumps(snap.model_dump(mode="json"), sort_keys=True).encode(), mode=0o600
-        )
-    else:
+    if newest is not None and newest.same_as(snap):
         # The same host: the newest snapshot stands, younger (its time is when last seen).
-        refreshed = newest.model_copy(update={"taken_at": snap.taken_at})
-        data = json.dumps(refreshed.model_dump(mode="json"), sort_keys=True).encode()
-        write_atomic(kept[-1], data, mode=0o600)
+        path, written = kept[-1], None
+    else:
+        path = written = where / f"{PREFIX}{snap.taken_at:%Y%m%dT%H%M%S%fZ}.json"
+    data = json.dumps(snap.model_dump(mode="json"), sort_keys=True).encode()
+    write_atomic(path, data, mode=0o600)
     prune(where, snap.taken_at)
     return written
 
