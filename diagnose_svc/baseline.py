@@ -38,7 +38,7 @@ from diagnose_svc.tools._baseline_store import (
 )
 from diagnose_svc.tools.read_config_edges import ConfigEdges, ConfigEdgesArgs
 from diagnose_svc.tools.read_connections import Connections, ConnectionsArgs
-from shared_schema import DiagnoseSettings, denied_reason
+from shared_schema import DiagnoseSettings, denied_reason, is_valid_unit_name
 
 #: Entries of each kind in one snapshot at most (a snapshot stays a few KiB).
 MAX_ENTRIES = 200
@@ -71,7 +71,7 @@ def snapshot(
     if connections is not None:
         for edge in connections.edges:
             if edge.server:
-                endpoint = f"{edge.address}:{edge.port}"
+                endpoint = edge.where
                 edges.append(
                     BaselineEdge(
                         client=edge.client, server=edge.server, endpoint=endpoint, source="observed"
@@ -79,7 +79,7 @@ def snapshot(
                 )
         for listener in connections.listeners:
             if listener.unit:
-                endpoint = f"{listener.address}:{listener.port}"
+                endpoint = listener.where
                 listeners.append(BaselineListener(unit=listener.unit, endpoint=endpoint))
     if configured is not None:
         for c in configured.edges:
@@ -127,7 +127,9 @@ def read_host(
             return f"the edges could not be read: {answer}"
     units = list(units)
     named = [*units, *connections.related_units(), *configured.related_units()]
-    wanted = [u for u in dict.fromkeys(named) if denied_reason(u) is None][:64]
+    wanted = [
+        u for u in dict.fromkeys(named) if is_valid_unit_name(u) and denied_reason(u) is None
+    ][:64]
     statuses = []
     for unit in wanted:
         status = read("read_unit_status", UnitArgs(unit=unit))
@@ -152,7 +154,10 @@ def take(read: Reader, where: Path | None = None) -> str:
     found = read()
     if isinstance(found, str):
         return f"no baseline taken: the host is not healthy now ({found})"
-    written = save(found, where)
+    try:
+        written = save(found, where)
+    except OSError as exc:  # a full disk, a directory removed under it: verify goes on
+        return f"no baseline kept: {exc.filename or 'the baseline directory'}: {exc.strerror}"
     units, edges = len(found.units), len(found.edges)
     what = f"{units} units, {edges} edges, {len(found.health)} health answers"
     if written is None:

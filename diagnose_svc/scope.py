@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from diagnose_svc.errors import CommandFailed, UsageError
-from diagnose_svc.tools._systemctl import show
+from diagnose_svc.tools._systemctl import parse_units, show
 from shared_io.exit_codes import REFUSED
 from shared_schema import OpsbotConfig
 from shared_schema.units import denied_reason
@@ -92,7 +92,7 @@ class Scope:
 
 
 def _names(value: str) -> Iterable[str]:
-    return (name for name in value.split() if name)
+    return iter(parse_units(value))
 
 
 def build_scope(config: OpsbotConfig, show_units: Show = show) -> Scope:

@@ -7,8 +7,9 @@ step until ``settle_seconds`` after it, and reports each to the executor:
 
 * VERIFIED: at the end of the window every unit is in the state its steps leave it in
   (the write tools' table says which: active, inactive after a stop, not failed after a
-  reset) and every health target it serves answers as expected, and no unit failed or
-  was restarted by systemd meanwhile;
+  reset; a oneshot job a start ran to a clean end counts as started) and every health
+  target it serves answers as expected, and no unit failed or was restarted by systemd
+  meanwhile;
 * UNRESOLVED: a unit failed again, systemd restarted it (NRestarts grew, or its main
   process began after the last step: it failed meanwhile), it never became active, or a
   health target still fails; with what was seen.
@@ -60,6 +61,17 @@ def expected_states(plan: AwaitingPlan) -> dict[str, str]:
     """Each unit of the plan and the state its steps leave it in (the write tools' table
     says what each step leaves: shared_schema.write_tools)."""
     return dict(write_tools.expected_states([(s.tool, s.unit) for s in plan.steps]))
+
+
+def ran_to_end(status: UnitStatus) -> bool:
+    """A oneshot job (Type=oneshot, no RemainAfterExit=) that a start ran to a clean
+    end: inactive, Result=success. A start that exits 0 ran it so; it has nothing left
+    to stay up for (a later failed run shows as failed)."""
+    return (
+        status.service_type == "oneshot"
+        and status.active_state == "inactive"
+        and status.result == "success"
+    )
 
 
 @dataclass
@@ -175,7 +187,7 @@ class Verifier:
                     )
                     w.finish("unresolved", at, unit)
                     return
-                if final and status.active_state != "active":
+                if final and status.active_state != "active" and not ran_to_end(status):
                     w.evidence.append(
                         f"{unit} is {state}, not active, {self._since(w, at)} after the last step"
                     )

@@ -14,6 +14,7 @@ empty state.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -163,6 +164,16 @@ def parse_timestamp(value: str) -> datetime | None:
     day, clock, fraction = match.groups()
     micro = int((fraction or ".0")[1:].ljust(6, "0"))
     return datetime.fromisoformat(f"{day}T{clock}").replace(microsecond=micro, tzinfo=UTC)
+
+
+def parse_units(value: str) -> list[str]:
+    """A list of units as ``systemctl show`` prints one (``After=``, ``Requires=``, ...):
+    space-separated, a name with a backslash escape quoted (an instance's slice,
+    ``"system-web\\x2dapi.slice"``): the names as systemd knows them, unquoted."""
+    try:
+        return [name for name in shlex.split(value) if name]
+    except ValueError:  # an unbalanced quote: the words as printed
+        return value.split()
 
 
 def parse_int(value: str) -> int:

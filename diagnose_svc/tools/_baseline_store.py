@@ -6,6 +6,7 @@ one that says what the newest says is not kept twice (the newest is refreshed)."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from datetime import UTC, datetime, timedelta
@@ -115,7 +116,8 @@ def prune(where: Path, now: datetime) -> None:
         if found is None or now - found.taken_at > timedelta(days=KEEP_DAYS):
             path.unlink(missing_ok=True)
             continue
-        sizes[path] = path.stat().st_size
+        with contextlib.suppress(FileNotFoundError):  # another run pruned it meanwhile
+            sizes[path] = path.stat().st_size
     order = sorted(sizes)
     while order and sum(sizes[p] for p in order) > MAX_BYTES:
         order.pop(0).unlink(missing_ok=True)

@@ -11,6 +11,10 @@ other user's ``/proc/PID/fd`` is read: nothing here needs a privilege.
 An accepted socket carries its listener's cgroup, so a loopback connection names both
 ends: the client's unit and the server's. A listener PID 1 made for a socket unit is in
 ``init.scope``; the caller maps it through the socket units' ``Listen=``.
+
+Unix stream sockets (the same dump, family ``AF_UNIX``) carry no cgroup: each comes with
+its path (a listener's, and its accepted sockets'), its peer's inode and the uid that made
+it. A client is known by its uid only, and the listener by its path.
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ import os
 import re
 import socket
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 NETLINK_SOCK_DIAG = 4
 SOCK_DIAG_BY_FAMILY = 20
@@ -42,7 +47,17 @@ _HEADER = struct.Struct("=IHHII")
 _REQUEST = struct.Struct("=BBBBI48s")
 _MESSAGE = struct.Struct("=BBBB48sIIIII")
 _ATTR = struct.Struct("=HH")
+T = TypeVar("T")
 _UNIT = re.compile(r"[^/]+\.(?:service|scope|socket|mount|swap|timer)")
+
+
+#: unix_diag (linux/unix_diag.h): what to show of each socket, and its attributes.
+UDIAG_SHOW_NAME, UDIAG_SHOW_PEER, UDIAG_SHOW_UID = 0x1, 0x4, 0x40
+UNIX_DIAG_NAME, UNIX_DIAG_PEER, UNIX_DIAG_UID = 0, 2, 7
+#: Unix socket states worth reading: a listener, a connection.
+UNIX_STATES = {1: "established", 10: "listen"}
+_UNIX_REQUEST = struct.Struct("=BBHIIIII")
+_UNIX_MESSAGE = struct.Struct("=BBBBIII")
 
 
 class SockDiagError(OSError):
@@ -58,6 +73,19 @@ class TcpSocket:
     remote_port: int
     uid: int
     cgroup_id: int
+
+
+@dataclass(frozen=True)
+class UnixSocket:
+    state: str
+    inode: int
+    #: The path it is bound to ("" for none; "@name" for an abstract name): a listener's
+    #: and, in the kernel's answer, its accepted sockets' too.
+    path: str
+    #: The inode of the socket at the other end of a connection (0 for none).
+    peer: int
+    #: The uid that made it (-1 where the kernel did not say).
+    uid: int
 
 
 def _address(family: int, raw: bytes) -> str:
@@ -106,8 +134,51 @@ def _parse(payload: bytes) -> TcpSocket | None:
     )
 
 
+def _unix_request(seq: int) -> bytes:
+    states = sum(1 << state for state in UNIX_STATES)
+    show = UDIAG_SHOW_NAME | UDIAG_SHOW_PEER | UDIAG_SHOW_UID
+    body = _UNIX_REQUEST.pack(socket.AF_UNIX, 0, 0, states, 0, show, 0xFFFFFFFF, 0xFFFFFFFF)
+    return (
+        _HEADER.pack(
+            _HEADER.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, seq, 0
+        )
+        + body
+    )
+
+
+def _parse_unix(payload: bytes) -> UnixSocket | None:
+    if len(payload) < _UNIX_MESSAGE.size:
+        return None
+    _, kind, state, _, inode, _, _ = _UNIX_MESSAGE.unpack_from(payload)
+    if state not in UNIX_STATES or kind not in (socket.SOCK_STREAM, socket.SOCK_SEQPACKET):
+        return None
+    path, peer, uid = "", 0, -1
+    offset = _UNIX_MESSAGE.size
+    while offset + _ATTR.size <= len(payload):
+        length, attr = _ATTR.unpack_from(payload, offset)
+        if length < _ATTR.size:
+            break
+        value = payload[offset + _ATTR.size : offset + length]
+        if attr == UNIX_DIAG_NAME and value:
+            abstract = value[:1] == b"\0"
+            name = value[1:] if abstract else value.split(b"\0", 1)[0]
+            path = ("@" if abstract else "") + name.decode("utf-8", "replace")
+        elif attr == UNIX_DIAG_PEER and len(value) >= 4:
+            (peer,) = struct.unpack_from("=I", value)
+        elif attr == UNIX_DIAG_UID and len(value) >= 4:
+            (uid,) = struct.unpack_from("=I", value)
+        offset += (length + 3) & ~3
+    return UnixSocket(state=UNIX_STATES[state], inode=inode, path=path, peer=peer, uid=uid)
+
+
 def _dump(sock: socket.socket, family: int, seq: int) -> Iterator[TcpSocket]:
-    sock.send(_request(family, seq))
+    yield from _messages(sock, _request(family, seq), _parse)
+
+
+def _messages(
+    sock: socket.socket, request: bytes, parse: Callable[[bytes], T | None]
+) -> Iterator[T]:
+    sock.send(request)
     count = 0
     while True:
         data = sock.recv(65536)
@@ -126,7 +197,7 @@ def _dump(sock: socket.socket, family: int, seq: int) -> Iterator[TcpSocket]:
                     raise SockDiagError(-errno, os.strerror(-errno))
                 return
             if kind == SOCK_DIAG_BY_FAMILY:
-                found = _parse(data[offset + _HEADER.size : offset + length])
+                found = parse(data[offset + _HEADER.size : offset + length])
                 if found is not None:
                     count += 1
                     if count > MAX_SOCKETS:
@@ -135,20 +206,30 @@ def _dump(sock: socket.socket, family: int, seq: int) -> Iterator[TcpSocket]:
             offset += (length + 3) & ~3
 
 
-def tcp_sockets() -> list[TcpSocket]:
-    """The TCP sockets of this network namespace in the states of :data:`TCP_STATES`."""
+def _open() -> socket.socket:
     try:
         sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG)
     except OSError as exc:
         raise SockDiagError(
             exc.errno, f"cannot open the socket diagnostics: {exc.strerror}"
         ) from None
-    with sock:
-        sock.settimeout(5.0)
+    sock.settimeout(5.0)
+    return sock
+
+
+def tcp_sockets() -> list[TcpSocket]:
+    """The TCP sockets of this network namespace in the states of :data:`TCP_STATES`."""
+    with _open() as sock:
         found = []
         for seq, family in enumerate((socket.AF_INET, socket.AF_INET6), start=1):
             found += list(_dump(sock, family, seq))
         return found
+
+
+def unix_sockets() -> list[UnixSocket]:
+    """The Unix stream sockets of this network namespace that listen or are connected."""
+    with _open() as sock:
+        return list(_messages(sock, _unix_request(3), _parse_unix))
 
 
 def cgroup_root(mountinfo: str | None = None) -> Path | None:

@@ -7,6 +7,12 @@ knows their connections. Each TCP socket comes with the cgroup it was made in
 listener PID 1 holds for a socket unit is named through that socket unit's ``Listen=``
 (the service it activates). What this gives is an *observed* edge: a fact of this moment,
 which says nothing of a backend that is down now (it has no connections).
+
+Unix stream sockets too: a listener is named by its path (a socket unit's ``Listen=``, or
+the one running service whose uid made it), a client by its uid alone (the one running
+service that runs as it; a uid several services share, root's above all, names none).
+An endpoint of a Unix socket has its path for address and port 0. A unit opsbot never
+acts on (opsbot's own: its health probes) is no client of an edge.
 """
 
 from __future__ import annotations
@@ -23,12 +29,16 @@ from diagnose_svc.tools._registry import HostToolArgs, ToolContext, ToolOutput, 
 from diagnose_svc.tools._sockdiag import (
     SockDiagError,
     TcpSocket,
+    UnixSocket,
     cgroup_root,
     cgroup_units,
     tcp_sockets,
+    unix_sockets,
 )
+from diagnose_svc.tools._systemctl import loaded_services, show
 from shared_io.errors import CommandFailed
 from shared_io.run import run
+from shared_schema import denied_reason
 
 LIST_SOCKETS = ("systemctl", "list-sockets", "--all", "--output=json", "--no-pager")
 #: The cgroup of what PID 1 itself holds (the listeners of socket units).
@@ -39,23 +49,31 @@ class ConnectionsArgs(HostToolArgs):
     gives = "connections"
 
 
-class Endpoint(Model):
+class _At(Model):
+    """Where a socket is: an address and a TCP port, or a Unix socket's path (port 0)."""
+
     address: str
     port: int
+
+    @property
+    def where(self) -> str:
+        """address:port, or a Unix socket's path."""
+        return f"{self.address}:{self.port}" if self.port else self.address
+
+
+class Endpoint(_At):
     #: The unit that listens there (the service a socket unit activates), if known.
     unit: str | None = None
     #: The socket unit whose Listen= it is, when PID 1 holds it.
     socket_unit: str | None = None
 
 
-class Edge(Model):
+class Edge(_At):
     """``client`` connects to ``server`` (a unit, or None for an address no unit of this
     host listens on) at address:port; ``states`` counts its sockets by TCP state."""
 
     client: str
     server: str | None
-    address: str
-    port: int
     states: dict[str, int]
 
 
@@ -77,8 +95,7 @@ class Connections(ToolOutput):
         for edge in self.edges[:8]:
             states = ", ".join(f"{n} {s}" for s, n in sorted(edge.states.items()))
             parts.append(
-                f"{edge.client} -> {edge.server or 'no unit here'} at "
-                f"{edge.address}:{edge.port} ({states})"
+                f"{edge.client} -> {edge.server or 'no unit here'} at {edge.where} ({states})"
             )
         more = len(self.edges) - 8 + self.omitted
         return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
@@ -189,8 +206,8 @@ def build(
             unmapped += 1
             continue
         server = listener_at(s.remote, s.remote_port)
-        if server is not None and server.unit == client:
-            continue
+        if (server is not None and server.unit == client) or denied_reason(client):
+            continue  # its own, or opsbot's (a health probe) or another never acted on
         counts[(client, server.unit if server else None, s.remote, s.remote_port, s.state)] += 1
     grouped: dict[tuple[str, str | None, str, int], dict[str, int]] = {}
     for (client, server_unit, address, port, state), n in sorted(
@@ -205,16 +222,72 @@ def build(
     return ordered, edges, unmapped
 
 
+def build_unix(
+    sockets: list[UnixSocket], uids: dict[int, list[str]], socket_rows: list[_SocketRow]
+) -> tuple[list[Endpoint], list[Edge], int]:
+    """Unix listeners by unit and the edges to them, from the sockets, the running
+    services by uid and the socket units (pure). A listener no unit is found for is left
+    out; a client whose uid names no one service is counted, not guessed."""
+    by_path = {r.listen: r for r in socket_rows if r.listen.startswith("/")}
+
+    def by_uid(uid: int) -> str | None:
+        units = uids.get(uid, [])
+        return units[0] if len(units) == 1 else None
+
+    listeners: dict[str, Endpoint] = {}
+    for s in sockets:
+        if s.state != "listen" or not s.path:
+            continue
+        row = by_path.get(s.path)
+        unit = (row.activates or row.unit) if row else by_uid(s.uid)
+        if unit:
+            socket_unit = row.unit if row else None
+            listeners[s.path] = Endpoint(address=s.path, port=0, unit=unit, socket_unit=socket_unit)
+    by_inode = {s.inode: s for s in sockets}
+    counts: Counter[tuple[str, str | None, str]] = Counter()
+    unmapped = 0
+    for s in sockets:
+        if s.state != "established" or s.path:
+            continue  # a listener, or the server's end (it bears the listener's path)
+        accepted = by_inode.get(s.peer)
+        server = listeners.get(accepted.path) if accepted else None
+        if accepted is None or server is None:
+            continue
+        client = by_uid(s.uid)
+        if client is None:
+            unmapped += 1
+        elif client != server.unit and not denied_reason(client):
+            counts[(client, server.unit, accepted.path)] += 1
+    edges = [
+        Edge(client=c, server=srv, address=path, port=0, states={"established": n})
+        for (c, srv, path), n in sorted(counts.items(), key=lambda kv: (kv[0][0], kv[0][2]))
+    ]
+    return sorted(listeners.values(), key=lambda e: e.address), edges, unmapped
+
+
+def service_uids() -> dict[int, list[str]]:
+    """uid -> the running services that run as it (User=, or DynamicUser='s uid)."""
+    units = [u for u in loaded_services() if u.endswith(".service")]
+    found: dict[int, list[str]] = {}
+    for props in show(units, ("Id", "UID")) if units else []:
+        uid = props.get("UID", "")
+        if uid.isdigit():
+            found.setdefault(int(uid), []).append(props.get("Id", ""))
+    return found
+
+
 def host_sockets() -> tuple[list[Endpoint], list[Edge], int, list[_SocketRow]]:
-    """This host's TCP listeners by unit, the edges between units, the sockets no unit
-    was found for, and the socket units (what build() makes of a dump read now)."""
+    """This host's listeners by unit (TCP, then Unix), the edges between units, the
+    sockets no unit was found for, and the socket units (what build() and build_unix()
+    make of a dump read now)."""
     try:
-        sockets = tcp_sockets()
+        sockets, local = tcp_sockets(), unix_sockets()
     except SockDiagError as exc:
         raise ToolError(f"the kernel's socket diagnostics cannot be read: {exc}") from None
     rows = socket_units()
     listeners, edges, unmapped = build(sockets, cgroup_units(cgroup_root()), rows)
-    return listeners, edges, unmapped, rows
+    unix_listeners, unix_edges, unix_unmapped = build_unix(local, service_uids(), rows)
+    return listeners + unix_listeners, edges + unix_edges, unmapped + unix_unmapped, rows
 
 
 def _fit(
@@ -241,8 +314,8 @@ def _fit(
 
 @read_tool(ConnectionsArgs)
 def read_connections(args: ConnectionsArgs, context: ToolContext) -> Connections:
-    """List which unit is connected to which now over TCP, and which unit listens on
-    each port, from the kernel's socket diagnostics (no privilege needed).
+    """List which unit is connected to which now (TCP, and Unix sockets by path), and
+    which unit listens on each port, from the kernel's socket diagnostics.
 
     With ``unit``, only the connections it makes or accepts and its own listeners. An
     edge "A -> B at address:port" means a process of unit A has a socket connected (or

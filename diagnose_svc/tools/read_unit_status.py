@@ -11,7 +11,13 @@ from diagnose_svc._model import Model
 from diagnose_svc.errors import ToolError
 from diagnose_svc.limits import TOOL_OUTPUT_BUDGET, UNIT_LIST_LIMIT
 from diagnose_svc.tools._registry import ToolContext, ToolOutput, UnitToolArgs, read_tool
-from diagnose_svc.tools._systemctl import parse_exec, parse_int, parse_timestamp, show
+from diagnose_svc.tools._systemctl import (
+    parse_exec,
+    parse_int,
+    parse_timestamp,
+    parse_units,
+    show,
+)
 
 #: Exactly what is asked of systemd; nothing else is read.
 PROPERTIES: tuple[str, ...] = (
@@ -45,6 +51,7 @@ PROPERTIES: tuple[str, ...] = (
     "ExecMainStartTimestamp",
     "ActiveExitTimestamp",
     "User",
+    "Type",
     "ExecStartPre",
     "ExecStart",
     "TriggeredBy",
@@ -124,6 +131,8 @@ class UnitStatus(ToolOutput):
     #: When it last stopped being active.
     active_exit_timestamp: datetime | None = None
     user: str = ""
+    #: Type= of a service (simple, notify, oneshot, ...); "" for other units.
+    service_type: str = ""
     failed_command: FailedCommand | None = None
     #: The socket (or path, timer) units that start it on demand.
     triggered_by: list[str] = []
@@ -193,7 +202,7 @@ class UnitStatus(ToolOutput):
 
 
 def _units(value: str) -> list[str]:
-    return value.split()[:UNIT_LIST_LIMIT]
+    return parse_units(value)[:UNIT_LIST_LIMIT]
 
 
 def _dependencies(relations: dict[str, Relation]) -> list[DependencyState]:
@@ -289,6 +298,7 @@ def parse_unit_status(props: Mapping[str, str], unhealthy: list[DependencyState]
         exec_main_start_timestamp=parse_timestamp(props.get("ExecMainStartTimestamp", "")),
         active_exit_timestamp=parse_timestamp(props.get("ActiveExitTimestamp", "")),
         user=props.get("User", ""),
+        service_type=props.get("Type", ""),
         failed_command=failed_command(props),
         triggered_by=_units(props.get("TriggeredBy", "")),
         unhealthy_dependencies=unhealthy,
@@ -334,7 +344,7 @@ def _idle_socket(props: Mapping[str, str]) -> str:
         return ""
     socket = unit.removesuffix(".service") + ".socket"
     [found] = show([socket], ("Id", "LoadState", "Triggers"))
-    if found.get("LoadState") == "loaded" and unit in found.get("Triggers", "").split():
+    if found.get("LoadState") == "loaded" and unit in parse_units(found.get("Triggers", "")):
         return socket
     return ""
 

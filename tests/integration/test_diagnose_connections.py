@@ -23,24 +23,38 @@ SERVER_PORT = 23917
 ACTIVATED_PORT = 23918
 CODE_DIR = "/usr/local/lib/conntest"
 PYTHON3 = "/usr/bin/python3"
-#: A client that connects once and holds the connection.
+#: A client that connects once and holds the connection: to a port, or a Unix socket's
+#: path.
 HOLD = (
     "import socket, sys, time\n"
-    "s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))\n"
+    "where = sys.argv[1]\n"
+    "if where.startswith('/'):\n"
+    "    s = socket.socket(socket.AF_UNIX)\n"
+    "    s.connect(where)\n"
+    "else:\n"
+    "    s = socket.create_connection(('127.0.0.1', int(where)))\n"
     "time.sleep(86400)\n"
 )
-#: A server that accepts and holds every connection: on its own port, or on the socket
-#: systemd passes it (fd 3).
+#: A server that accepts and holds every connection: on its own port or Unix socket, or
+#: on the socket systemd passes it (fd 3).
 SERVE = (
-    "import socket, sys\n"
-    "if len(sys.argv) > 1:\n"
-    "    listener = socket.create_server(('127.0.0.1', int(sys.argv[1])))\n"
+    "import os, socket, sys\n"
+    "where = sys.argv[1] if len(sys.argv) > 1 else ''\n"
+    "if where.startswith('/'):\n"
+    "    listener = socket.socket(socket.AF_UNIX)\n"
+    "    listener.bind(where)\n"
+    "    os.chmod(where, 0o666)\n"
+    "    listener.listen()\n"
+    "elif where:\n"
+    "    listener = socket.create_server(('127.0.0.1', int(where)))\n"
     "else:\n"
     "    listener = socket.socket(fileno=3)\n"
     "held = []\n"
     "while True:\n"
     "    held.append(listener.accept())\n"
 )
+#: A Unix socket a DynamicUser= service makes in its runtime directory.
+VAULT_SOCKET = "/run/conntest-vault/vault.sock"
 UNITS = {
     "conntest-store.service": (
         "[Service]\nDynamicUser=yes\nStateDirectory=conntest-store\n"
@@ -57,6 +71,15 @@ UNITS = {
     "conntest-worker.service": (
         "[Service]\nDynamicUser=yes\nRestart=on-failure\nRestartSec=200ms\n"
         f"ExecStart={PYTHON3} {CODE_DIR}/hold.py {ACTIVATED_PORT}\n"
+    ),
+    "conntest-vault.service": (
+        "[Service]\nDynamicUser=yes\nRuntimeDirectory=conntest-vault\n"
+        "RuntimeDirectoryMode=0755\n"
+        f"ExecStart={PYTHON3} {CODE_DIR}/serve.py {VAULT_SOCKET}\n"
+    ),
+    "conntest-clerk.service": (
+        "[Service]\nDynamicUser=yes\nRestart=on-failure\nRestartSec=200ms\n"
+        f"ExecStart={PYTHON3} {CODE_DIR}/hold.py {VAULT_SOCKET}\n"
     ),
 }
 #: A backend that is down, an app that reaches it by a URL in its environment (with a
@@ -113,8 +136,12 @@ def connected(opsbot: BootedSystemd) -> Iterator[BootedSystemd]:
     for name, text in UNITS.items():
         ct.write_file(f"/etc/systemd/system/{name}", text)
     ct.systemctl("daemon-reload")
-    ct.systemctl("start", "conntest-store.service", "conntest-queue.socket")
-    ct.systemctl("start", "conntest-app.service", "conntest-worker.service")
+    ct.systemctl(
+        "start", "conntest-store.service", "conntest-queue.socket", "conntest-vault.service"
+    )
+    ct.systemctl(
+        "start", "conntest-app.service", "conntest-worker.service", "conntest-clerk.service"
+    )
     for path, text in NGINX_FILES.items():
         ct.write_file(path, text)
     ct.write_file(f"{NGINX_DIR}/teller.env", "LEDGER_TOKEN=t0ken\n", 0o600)
@@ -222,6 +249,20 @@ def test_a_connection_to_a_socket_activated_service_names_the_service(
     )
     only_app = in_diagnose_sandbox(connected, "read_connections", {"unit": "conntest-app.service"})
     assert _edges(only_app) == {("conntest-app.service", "conntest-store.service", SERVER_PORT)}
+
+
+def test_a_unix_socket_connection_between_dynamic_users_names_both_units(
+    connected: BootedSystemd,
+) -> None:
+    """conntest-clerk holds a connection to the Unix socket conntest-vault made in its
+    runtime directory, both DynamicUser=: in the diagnose unit's sandbox the listener is
+    named by its path and the client by its uid, clerk -> vault at that path."""
+    want = ("conntest-clerk.service", "conntest-vault.service", 0)
+    found = seen(connected, want, "clerk's connection to vault seen")
+    [edge] = [e for e in found["edges"] if (e["client"], e["server"], e["port"]) == want]
+    assert edge["address"] == VAULT_SOCKET
+    listening = {(e["address"], e["unit"]) for e in found["listeners"]}
+    assert (VAULT_SOCKET, "conntest-vault.service") in listening
 
 
 def test_a_backend_that_is_down_is_found_by_what_its_clients_are_configured_with(

@@ -237,6 +237,27 @@ def _episode(view: View, root: str, status: UnitStatus) -> list[JournalLine]:
     return leads.own_lines(tail, since(tail, status)) if tail is not None else []
 
 
+def _start_after(view: View, unit: str, root: str) -> dict[str, Any]:
+    """The step that starts ``unit`` again after ``root``, which it depends on: pinned to
+    the state it is in now (one that failed while ``root`` was down stays failed until
+    someone acts; one still stopping may be either when the step runs)."""
+    status = view.status(unit)
+    if status is not None and status.active_state == "failed":
+        return step(
+            "start_unit",
+            unit,
+            {"active_state": ["failed"]},
+            f"{unit} depends on {root} and failed while it was down ({ended(status)}); "
+            "start it again after it.",
+        )
+    return step(
+        "start_unit",
+        unit,
+        {"active_state": ["inactive", "failed"]},
+        f"{unit} depends on {root} and stopped with it; start it again after it.",
+    )
+
+
 def _start_again(
     view: View, root: str, status: UnitStatus, roots: list[str], checked: list[str]
 ) -> Fix:
@@ -244,15 +265,7 @@ def _start_again(
     systemd gave up, then the units that stopped with it."""
     facts = "; ".join(checked) or "nothing shows a cause that remains"
     down = view.dependents_down(root, roots)
-    then = [
-        step(
-            "start_unit",
-            unit,
-            {"active_state": ["inactive", "failed"]},
-            f"{unit} depends on {root} and stopped with it; start it again after it.",
-        )
-        for unit in down
-    ]
+    then = [_start_after(view, unit, root) for unit in down]
     after = f", then {', '.join(down)}, which stopped with it" if down else ""
     then_healthy = view.since_healthy(root)
     if _start_limit_hit(view, root, status):

@@ -85,8 +85,7 @@ class View:
                     yield (
                         edge.client,
                         edge.server,
-                        f"{edge.client} is connected to {edge.server} at "
-                        f"{edge.address}:{edge.port}",
+                        f"{edge.client} is connected to {edge.server} at {edge.where}",
                     )
         for edges in self.found.configured.values():
             for c in edges.edges:

@@ -38,6 +38,7 @@ ControlPID=0
 ExecMainStartTimestamp=Sun 2026-11-29 21:44:38.559839 UTC
 ActiveExitTimestamp=Sun 2026-11-29 21:44:40.629087 UTC
 User=
+Type=simple
 ExecStartPre=
 ExecStart={ path=/bin/sleep ; argv[]=/bin/sleep infinity ; ignore_errors=no ; start_time=[Sun 2026-11-29 21:44:38.559839 UTC] ; stop_time=[Sun 2026-11-29 21:44:40.629087 UTC] ; pid=90 ; code=killed ; status=9/KILL }
 TriggeredBy=
@@ -97,6 +98,7 @@ ControlPID=0
 ExecMainStartTimestamp=Sun 2026-11-29 21:44:39.071536 UTC
 ActiveExitTimestamp=Sun 2026-11-29 21:44:39.229962 UTC
 User=
+Type=simple
 ExecStartPre=
 ExecStart={ path=/usr/bin/badconf ; argv[]=/usr/bin/badconf -c /etc/badconf.conf ; ignore_errors=no ; start_time=[Sun 2026-11-29 21:44:38.559839 UTC] ; stop_time=[Sun 2026-11-29 21:44:40.629087 UTC] ; pid=90 ; code=exited ; status=1/FAILURE }
 """
@@ -229,6 +231,7 @@ ControlPID=0
 ExecMainStartTimestamp=Sun 2026-11-29 21:44:38.560914 UTC
 ActiveExitTimestamp=
 User=
+Type=simple
 ExecStartPre=
 ExecStart={ path=/usr/sbin/reloadfail ; argv[]=/usr/sbin/reloadfail ; ignore_errors=no ; start_time=[n/a] ; stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }
 """
@@ -304,6 +307,7 @@ ControlPID=0
 ExecMainStartTimestamp=Sun 2026-11-29 21:44:38.590102 UTC
 ActiveExitTimestamp=
 User=
+Type=simple
 ExecStartPre=
 ExecStart={ path=/bin/sleep ; argv[]=/bin/sleep infinity ; ignore_errors=no ; start_time=[n/a] ; stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }
 """
@@ -341,6 +345,7 @@ ControlPID=0
 ExecMainStartTimestamp=
 ActiveExitTimestamp=
 User=
+Type=simple
 ExecStartPre=
 ExecStart=
 """

@@ -139,6 +139,16 @@ def test_an_unhealthy_host_leaves_the_baseline_as_it_was(tmp_path: Path) -> None
     assert not where.exists()
 
 
+def test_a_baseline_that_cannot_be_kept_is_said_and_verification_goes_on(tmp_path: Path) -> None:
+    """Where the snapshot cannot be written (here a file where its directory should be;
+    a full disk, a directory removed under a run), the verb says so and returns: the
+    verify run that takes it first has plans to judge."""
+    where = tmp_path / "baseline"
+    where.write_text("not a directory")
+    said = take(healthy_host, where)
+    assert said.startswith("no baseline kept: "), said
+
+
 def test_a_backend_down_now_is_still_the_dependency_it_was_when_healthy() -> None:
     """app loops; db is down: no connection to it now, and nothing declared or
     configured links them. At noon, while the host was healthy, app was connected to db:

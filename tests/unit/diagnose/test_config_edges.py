@@ -5,10 +5,30 @@ Values never leave the reader: only the endpoint and the setting's name or file:
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from diagnose_svc.tools import _proxy_configs as proxies
 from diagnose_svc.tools._config_files import UnitConfig, config_paths, unit_config
 from diagnose_svc.tools._mentions import Mention, from_argv, from_environment, from_generic
-from diagnose_svc.tools.read_config_edges import CONFIGURED, LIVE, SOCKET, resolve
+from diagnose_svc.tools.read_config_edges import CONFIGURED, LIVE, SOCKET, enabled, resolve
+
+
+def test_a_service_enabled_under_any_target_is_read_even_when_systemd_has_not_loaded_it(
+    tmp_path: Path,
+) -> None:
+    """`systemctl enable` links a service into a target's .wants/ (or .requires/): those
+    links name services the host is meant to run, loaded now or not; templates' and other
+    unit types' links are not services to read."""
+    for target, link in (
+        ("multi-user.target.wants", "shop-db.service"),
+        ("batch.target.wants", "reports.service"),
+        ("multi-user.target.requires", "cache.service"),
+        ("sockets.target.wants", "api.socket"),
+    ):
+        (tmp_path / target).mkdir(exist_ok=True)
+        (tmp_path / target / link).symlink_to(f"/etc/systemd/system/{link}")
+    patterns = (f"{tmp_path}/*.wants/*.service", f"{tmp_path}/*.requires/*.service")
+    assert enabled(patterns) == ["cache.service", "reports.service", "shop-db.service"]
 
 
 def endpoints(mentions: object) -> set[tuple[str, str]]:

@@ -9,8 +9,15 @@ import os
 import socket
 from pathlib import Path
 
-from diagnose_svc.tools._sockdiag import TcpSocket, cgroup_root, cgroup_units, tcp_sockets
-from diagnose_svc.tools.read_connections import _SocketRow, build
+from diagnose_svc.tools._sockdiag import (
+    TcpSocket,
+    UnixSocket,
+    cgroup_root,
+    cgroup_units,
+    tcp_sockets,
+    unix_sockets,
+)
+from diagnose_svc.tools.read_connections import _SocketRow, build, build_unix
 
 WEB, API, DB, INIT = 11, 12, 13, 1
 UNITS = {WEB: "edge.service", API: "api.service", DB: "store.service", INIT: "init.scope"}
@@ -69,6 +76,18 @@ def test_a_listener_pid_1_holds_is_named_as_the_service_its_socket_unit_activate
     assert [(e.client, e.server) for e in edges] == [("edge.service", "queue.service")]
 
 
+def test_opsbot_s_own_probe_is_no_edge() -> None:
+    """opsbot-diagnose probing api's health is a connection of a unit opsbot never acts
+    on: no edge (it would be every health target's), while api still listens."""
+    units = {**UNITS, 77: "opsbot-diagnose.service"}
+    sockets = [
+        sock("listen", ("127.0.0.1", 7001), ("0.0.0.0", 0), API),
+        sock("established", ("127.0.0.1", 40009), ("127.0.0.1", 7001), 77),
+    ]
+    listeners, edges, _ = build(sockets, units, [])
+    assert edges == [] and [e.unit for e in listeners] == ["api.service"]
+
+
 def test_a_socket_of_no_unit_is_counted_not_guessed() -> None:
     """A process outside any unit (cgroup id unknown) connecting: no edge, counted."""
     sockets = [
@@ -117,3 +136,70 @@ def test_this_machines_kernel_answers_a_dump_with_our_own_connection() -> None:
     states = sorted((s.state, s.local_port) for s in mine)
     assert states == sorted([("listen", port), ("established", port), ("established", client_port)])
     assert len({s.cgroup_id for s in mine}) == 1
+
+
+def unix(state: str, inode: int, path: str = "", peer: int = 0, uid: int = 0) -> UnixSocket:
+    return UnixSocket(state=state, inode=inode, path=path, peer=peer, uid=uid)
+
+
+#: The running services by uid: two services share uid 0 (root), api and the store run as
+#: their own users, a worker's DynamicUser= uid is its alone.
+UIDS = {0: ["edge.service", "cron.service"], 61001: ["api.service"], 998: ["store.service"]}
+
+
+def test_a_unix_socket_connection_names_its_listener_by_path_and_its_client_by_uid() -> None:
+    """store listens on /run/store/store.sock (a socket it made as uid 998); api (uid
+    61001, a DynamicUser= one) is connected to it twice: one edge api -> store at the
+    path. A client of root's uid, which several services share, is counted, not named."""
+    sockets = [
+        unix("listen", 100, "/run/store/store.sock", uid=998),
+        unix("established", 101, peer=102, uid=61001),
+        unix("established", 102, "/run/store/store.sock", peer=101, uid=998),
+        unix("established", 103, peer=104, uid=61001),
+        unix("established", 104, "/run/store/store.sock", peer=103, uid=998),
+        unix("established", 105, peer=106, uid=0),
+        unix("established", 106, "/run/store/store.sock", peer=105, uid=998),
+    ]
+    listeners, edges, unmapped = build_unix(sockets, UIDS, [])
+    assert [(e.where, e.unit) for e in listeners] == [("/run/store/store.sock", "store.service")]
+    assert [(e.client, e.server, e.where, e.states) for e in edges] == [
+        ("api.service", "store.service", "/run/store/store.sock", {"established": 2})
+    ]
+    assert unmapped == 1
+
+
+def test_a_unix_listener_pid_1_holds_is_the_service_its_socket_unit_activates() -> None:
+    """PID 1 made /run/queue.sock for queue.socket (as root: no uid says whose it is):
+    its Listen= names queue.service; a listener no unit is known for is left out."""
+    rows = [_SocketRow(listen="/run/queue.sock", unit="queue.socket", activates="queue.service")]
+    sockets = [
+        unix("listen", 200, "/run/queue.sock", uid=0),
+        unix("listen", 201, "/run/somebody.sock", uid=0),
+        unix("established", 202, peer=203, uid=998),
+        unix("established", 203, "/run/queue.sock", peer=202, uid=0),
+    ]
+    listeners, edges, _ = build_unix(sockets, UIDS, rows)
+    assert [(e.where, e.unit, e.socket_unit) for e in listeners] == [
+        ("/run/queue.sock", "queue.service", "queue.socket")
+    ]
+    assert [(e.client, e.server) for e in edges] == [("store.service", "queue.service")]
+
+
+def test_this_machines_kernel_answers_a_unix_dump_with_our_own_connection(tmp_path: Path) -> None:
+    """The AF_UNIX dump on this machine: the listener and the accepted end bear the path,
+    the client's peer is the accepted end, and each says this process's uid."""
+    path = str(tmp_path / "s.sock")
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(path)
+        server.listen()
+        with socket.socket(socket.AF_UNIX) as client:
+            client.connect(path)
+            accepted, _ = server.accept()
+            with accepted:
+                found = {s.inode: s for s in unix_sockets()}
+                inodes = [os.fstat(x.fileno()).st_ino for x in (server, client, accepted)]
+    listener, mine, theirs = (found[i] for i in inodes)
+    assert (listener.state, listener.path) == ("listen", path)
+    assert (mine.path, mine.peer) == ("", theirs.inode)
+    assert (theirs.path, theirs.peer) == (path, mine.inode)
+    assert {listener.uid, mine.uid, theirs.uid} == {os.getuid()}

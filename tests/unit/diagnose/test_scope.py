@@ -62,6 +62,26 @@ def test_the_scope_reaches_three_dependencies_deep_from_what_is_configured() -> 
     assert not scope.allows("sysinit.target") and not scope.allows("payroll.service")
 
 
+def test_an_instance_s_slice_quoted_by_systemctl_is_a_slice_and_its_name_unquoted() -> None:
+    """An instance of a template sits in the template's slice, whose name has an escape
+    (``system-web\\x2dapi.slice``): systemctl prints it quoted. It is read as the slice
+    it is (never followed, like every slice), not as a unit named with quotes; a unit
+    with an escape in its name is read by that name."""
+    GRAPH["web-api@2.service"] = {
+        "Requires": 'sysinit.target "system-web\\\\x2dapi.slice"',
+        "Wants": '"srv-data\\\\x2dold.mount"',
+    }
+    try:
+        widened = config(scope=["web-api@2.service"])
+        scope = build_scope(widened, show)
+    finally:
+        del GRAPH["web-api@2.service"]
+    assert scope.allows("web-api@2.service")
+    assert not any('"' in unit for unit in scope.units), scope.units
+    assert not any(unit.endswith(".slice") for unit in scope.units), scope.units
+    assert scope.allows("srv-data\\x2dold.mount")
+
+
 def test_scope_in_the_config_widens_it_and_the_denylist_always_wins() -> None:
     """[diagnose] scope adds units (and their dependencies) an operator may diagnose
     without opsbot touching them; naming sshd there changes nothing."""

@@ -200,3 +200,29 @@ def test_a_restart_systemd_made_before_the_first_look_still_counts() -> None:
     ]
     fine = verify(Timeline([RUNNING.replace(old, f"ExecMainStartTimestamp={by_plan}")]))
     assert fine.report().result == "verified"  # type: ignore[attr-defined]
+
+
+def test_a_oneshot_job_a_start_ran_to_a_clean_end_is_verified() -> None:
+    """A start of a Type=oneshot job runs it and returns when it has ended: inactive,
+    Result=success, with nothing left to stay up for, is what the start was for. The same
+    state of a service that should keep running is UNRESOLVED."""
+    ended = (
+        RUNNING.replace("ActiveState=active", "ActiveState=inactive")
+        .replace("SubState=running", "SubState=dead")
+        .replace("MainPID=95", "MainPID=0")
+    )
+    job = verify(
+        Timeline([ended.replace("Type=simple", "Type=oneshot")]),
+        plan(("start_unit", "app.service")),
+    )
+    assert job.report().result == "verified"  # type: ignore[attr-defined]
+    service = verify(Timeline([ended]), plan(("start_unit", "app.service")))
+    report = service.report()  # type: ignore[attr-defined]
+    assert report.result == "unresolved"
+    assert report.evidence[0].startswith("app.service is inactive/dead, not active")
+    failed_job = ended.replace("Type=simple", "Type=oneshot").replace(
+        "Result=success", "Result=exit-code"
+    )
+    assert verify(Timeline([failed_job]), plan(("start_unit", "app.service"))).report().result == (  # type: ignore[attr-defined]
+        "unresolved"
+    )
