@@ -82,6 +82,13 @@ class Node:
     activated: bool = False
 
     @property
+    def template(self) -> str:
+        """The template unit it is an instance of ("name@.service"), or "" for none: a
+        node named "name@2" is instance 2 of it, its file written once for all."""
+        prefix, at, _ = self.name.partition("@")
+        return f"{prefix}@.service" if at else ""
+
+    @property
     def socket(self) -> str:
         return f"{self.name}.socket"
 
@@ -153,9 +160,9 @@ class Graph:
     def opsbot_config(self) -> str:
         """opsbot.toml for this graph: restart, start, reload and reset-failed on exactly
         its units, and a health target per node that has one."""
-        units = ", ".join(
-            f'"{u}"' for n in self.nodes for u in (n.unit, *([n.socket] if n.activated else []))
-        )
+        names = [u for n in self.nodes for u in (n.unit, *([n.socket] if n.activated else []))]
+        names += [f"{self.extra['job']}.service"] if "job" in self.extra else []
+        units = ", ".join(f'"{u}"' for u in names)
         lines = [
             f"# opsbot on generated graph {self.seed}",
             "[executor]",
@@ -177,7 +184,7 @@ class Graph:
             if n.health:
                 lines += [
                     "",
-                    f"[diagnose.health.{n.name}]",
+                    f"[diagnose.health.{n.name.replace('@', '-')}]",
                     f'url = "{n.health_url}"',
                     f'unit = "{n.unit}"',
                     f"timeout_seconds = {HEALTH_TIMEOUT}",
@@ -186,7 +193,7 @@ class Graph:
 
 
 #: opsbot-verify's window after a plan's last step, on the generated graphs.
-SETTLE_SECONDS = 5.0
+SETTLE_SECONDS = 4.0
 
 
 def _name(rng: random.Random, used: set[str]) -> str:
@@ -266,6 +273,16 @@ def _generate(seed: int) -> Graph:
 # -- what is installed ------------------------------------------------------------------------
 
 
+def unit_file(graph: Graph, node: Node) -> tuple[str, str]:
+    """(path, text) of ``node``'s unit file: its own, or its template's, where every
+    instance's name is ``%i`` (the instances of one template are alike but for their
+    config file, which says their port)."""
+    if not node.template:
+        return f"{UNIT_DIR}/{node.unit}", unit_text(graph, node)
+    generic = node.template.removesuffix(".service") + "%i"
+    return f"{UNIT_DIR}/{node.template}", unit_text(graph, node).replace(node.name, generic)
+
+
 def unit_text(graph: Graph, node: Node) -> str:
     deps = []
     for dep, relation in node.deps:
@@ -325,10 +342,11 @@ def prepare(ct: BootedSystemd) -> None:
     ct.run(["mkdir", "-p", CONFIG_DIR, RUN_DIR])
 
 
-def with_member(graph: Graph, salt: int) -> tuple[Graph, Node, Node]:
+def with_member(graph: Graph, salt: int, *, instances: bool = False) -> tuple[Graph, Node, Node]:
     """The graph with one node made a balancer over two members: a dependency of it and
     a second instance of that dependency (its own name and port, the same upstreams),
-    both reached by port alone. Returns (graph, balancer, the member drawn to fail)."""
+    both reached by port alone. With ``instances``, the two are instances 1 and 2 of one
+    template unit. Returns (graph, balancer, the member drawn to fail)."""
     rng = random.Random(salt)
     balancer = rng.choice([n for n in graph.nodes if n.deps])
     member = graph.node(rng.choice(balancer.deps)[0])
@@ -337,17 +355,59 @@ def with_member(graph: Graph, salt: int) -> tuple[Graph, Node, Node]:
     while (port := rng.randint(*PORT_RANGE)) in taken:
         pass
     twin = replace(member, name=_name(rng, used), port=port, health=True)
+    named = {member.name: member.name}
+    if instances:
+        template = _name(rng, used)
+        named = {member.name: f"{template}@1"}
+        twin = replace(twin, name=f"{template}@2")
     nodes: list[Node] = []
     for n in graph.nodes:
         if n.name == balancer.name:
             n = replace(n, deps=(*n.deps, (twin.name, "Port")), balance=True)
+        n = replace(
+            n,
+            name=named.get(n.name, n.name),
+            deps=tuple((named.get(d, d), rel) for d, rel in n.deps),
+        )
         nodes.append(n)
-        if n.name == member.name:
+        if n.name == named[member.name]:
             nodes.append(twin)
+    member = replace(member, name=named[member.name])
     failing = rng.choice((member, twin)).name
     extra = {**graph.extra, "balancer": balancer.name, "member": failing}
     out = replace(graph, nodes=tuple(nodes), extra=extra)
     return out, out.node(balancer.name), out.node(failing)
+
+
+def with_job(graph: Graph, salt: int) -> tuple[Graph, Node]:
+    """The graph with a job beside its serving path: a Type=oneshot service its timer
+    runs every hour, which checks one backend (its config names the backend's port, as a
+    report or a sync job would) and fails while that backend is down. Returns (graph,
+    the backend)."""
+    rng = random.Random(salt)
+    backend = rng.choice([n for n in graph.nodes if n.tier > 0])
+    job = _name(rng, {n.name for n in graph.nodes})
+    return replace(graph, extra={**graph.extra, "job": job, "job_of": backend.name}), backend
+
+
+def job_files(graph: Graph) -> dict[str, str]:
+    """The job's unit, timer and config (with_job()), by path; none without a job."""
+    job = graph.extra.get("job")
+    if not job:
+        return {}
+    config = f"{CONFIG_DIR}/{job}.json"
+    backend = graph.node(graph.extra["job_of"])
+    settings = {"name": job, "port": 0, "role": "job", "upstreams": [backend.port]}
+    return {
+        f"{UNIT_DIR}/{job}.service": (
+            f"# generated service graph {graph.seed} (testbed/graph.py): a job\n"
+            f"[Unit]\nDescription=graph job {job}\n\n[Service]\nType=oneshot\n"
+            f"User={USER}\nExecStart={PYTHON} -u {graph.program} --once --config {config}\n"
+            f"SyslogIdentifier={job}\n"
+        ),
+        f"{UNIT_DIR}/{job}.timer": f"[Timer]\nOnCalendar=hourly\nUnit={job}.service\n",
+        config: json.dumps({**settings, "upstream_timeout": UPSTREAM_TIMEOUT}, indent=2) + "\n",
+    }
 
 
 def with_socket(graph: Graph, salt: int) -> tuple[Graph, Node]:
@@ -365,7 +425,13 @@ def renamed(graph: Graph, salt: int) -> Graph:
     ``salt``): what no rule keyed to a name, a port or a program could tell apart."""
     rng = random.Random(salt)
     used = {n.name for n in graph.nodes}
-    names = {n.name: _name(rng, used) for n in graph.nodes}
+    names: dict[str, str] = {}
+    templates: dict[str, str] = {}
+    for n in graph.nodes:
+        prefix, at, instance = n.name.partition("@")
+        if at and prefix not in templates:
+            templates[prefix] = _name(rng, used)
+        names[n.name] = f"{templates[prefix]}@{instance}" if at else _name(rng, used)
     taken = {n.port for n in graph.nodes} | TAKEN_PORTS
     ports: dict[str, int] = {}
     for n in graph.nodes:
@@ -393,14 +459,18 @@ def install(ct: BootedSystemd, graph: Graph) -> None:
         source = Path(__file__).resolve().parent / "services" / "node.py"
         ct.write_file(graph.program, source.read_text(), 0o755)
     for node in graph.nodes:
-        ct.write_file(f"{UNIT_DIR}/{node.unit}", unit_text(graph, node))
+        ct.write_file(*unit_file(graph, node))
         ct.write_file(node.config_path, node_config(graph, node))
         if node.activated:
             socket = f"[Socket]\nListenStream=127.0.0.1:{node.port}\n"
             ct.write_file(f"{UNIT_DIR}/{node.socket}", socket)
+    for path, text in job_files(graph).items():
+        ct.write_file(path, text)
     ct.systemctl("daemon-reload")
     start(ct, graph, graph.nodes)
     wait_healthy(ct, graph)
+    if "job" in graph.extra:  # its timer waits for the hour; it ran once, as it had
+        ct.systemctl("start", "--", f"{graph.extra['job']}.timer", f"{graph.extra['job']}.service")
 
 
 def start(ct: BootedSystemd, graph: Graph, nodes: tuple[Node, ...] | list[Node]) -> None:
@@ -450,6 +520,8 @@ def describe(ct: BootedSystemd, graph: Graph) -> str:
 def uninstall(ct: BootedSystemd, graph: Graph) -> None:
     """Stop every node and remove every trace of the graph (drop-ins and mounts included)."""
     units = graph.units + [n.socket for n in graph.nodes if n.activated]
+    if "job" in graph.extra:
+        units += [f"{graph.extra['job']}.timer", f"{graph.extra['job']}.service"]
     ct.systemctl("unmask", "--", *units, check=False)
     ct.systemctl("stop", "--", *units, check=False)
     for node in graph.nodes:
@@ -458,6 +530,8 @@ def uninstall(ct: BootedSystemd, graph: Graph) -> None:
                 break
             ct.run(["umount", "-l", node.state_dir], check=False)
     paths = [f"{UNIT_DIR}/{u}" for u in units] + [f"{DROPIN_DIR}/{u}.d" for u in units]
+    paths += [unit_file(graph, n)[0] for n in graph.nodes if n.template]
+    paths += list(job_files(graph))
     paths += [n.config_path for n in graph.nodes] + [n.state_dir for n in graph.nodes]
     if graph.program != NODE_SCRIPT:
         paths.append(str(Path(graph.program).parent.parent))

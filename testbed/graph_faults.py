@@ -43,6 +43,12 @@ loop_on_dependency     (ports alone) a client that exits when an         start t
                        limit) once its backend dies
 member_down            (ports alone) one of two members behind a         start it
                        balancer dies; every health target still 200
+instance_down          member_down, the members two instances of one     start it
+                       template unit (name@1, name@2)
+job_failed             (ports alone) a backend dies, and the oneshot     start the backend
+                       job a timer runs beside the serving path, which   (then the job, or
+                       checks that backend, fails on its next run        leave it to its
+                                                                         timer)
 port_freed             port_in_use, then the squatter goes away          start it (reset-
                                                                          failed first if
                                                                          systemd gave up)
@@ -63,6 +69,7 @@ A dependency fault at depth 1 to 3 is any of these at a node below the one asked
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -77,6 +84,7 @@ from testbed.graph import (
     generate,
     node_config,
     probe_all,
+    with_job,
     with_member,
     with_socket,
 )
@@ -102,6 +110,8 @@ Kind = Literal[
     "undeclared_down",
     "loop_on_dependency",
     "member_down",
+    "instance_down",
+    "job_failed",
     "port_freed",
     "stranger",
     "socket_down",
@@ -162,7 +172,10 @@ class Case:
 
     @property
     def depth(self) -> int:
-        return self.target.tier - self.graph.by_unit(self.asked_about).tier
+        """How far below the unit asked about the fault is (a job beside the graph
+        reaches its backend directly: 1)."""
+        asked = next((n for n in self.graph.nodes if n.unit == self.asked_about), None)
+        return self.target.tier - asked.tier if asked else 1
 
     # -- the judge -------------------------------------------------------------------------
 
@@ -321,10 +334,22 @@ def _killed(inj: _Injector, node: Node) -> Expected:
     if node.restart == "no":
         shape, touch = _after_failure(inj, node, by_job=False)
         return Expected("plan", (shape,), may_touch=touch)
-    # systemd started it again; what BindsTo= stopped with it stays down.
-    stopped = inj.graph.stopped_with(node.name, by_job=False)
-    for n in stopped:
-        inj.wait(f"{n.unit} down with {node.unit}", inj.is_down(n.unit))
+    # systemd started it again. A unit BindsTo= it either was stopped with it and stays
+    # down, or was restarted with it (systemd's restart of a unit restarts the units bound
+    # to it when they had not stopped yet): which, is read once their states settle.
+    bound = inj.graph.stopped_with(node.name, by_job=False)
+    seen: list[tuple[float, str]] = []
+
+    def still() -> bool:  # no unit between states, and none changed for a second
+        states = " ".join(inj.props(n.unit)["ActiveState"] for n in bound)
+        now = time.monotonic()
+        if not seen or seen[-1][1] != states:
+            seen.append((now, states))
+        steady = all(state in ("active", "inactive", "failed") for state in states.split())
+        return steady and now - seen[-1][0] >= 1.0
+
+    inj.wait(f"the units bound to {node.unit} settled", still)
+    stopped = [n for n in bound if inj.is_down(n.unit)()]
     if not stopped:
         return Expected("note", cause="healthy", may_touch=frozenset())
     tail, before = _tail(inj.graph, stopped)
@@ -386,6 +411,23 @@ def _member_down(inj: _Injector, node: Node) -> Expected:
     inj.wait(f"{node.unit} failed", inj.unit_is(node.unit, ActiveState="failed"))
     step = Step(START, node.unit, ("failed",))
     return Expected("plan", (Shape((step,)),), may_touch=frozenset([node.unit]))
+
+
+def _job_failed(inj: _Injector, node: Node) -> Expected:
+    """A backend dies and stays down, then the job beside the serving path that checks it
+    runs (as its timer would) and fails: start the backend; the job may be run again
+    after it, or left to its timer, whose next run finds the backend up."""
+    expected = _undeclared_down(inj, node)
+    job = f"{inj.graph.extra['job']}.service"
+    inj.run("systemctl", "start", "--", job, check=False)
+    inj.wait(f"{job} failed", inj.unit_is(job, ActiveState="failed"))
+    backend = Step(START, node.unit, ("failed",))
+    again = Step(START, job, ("failed",))
+    return replace(
+        expected,
+        plans=(Shape((backend,)), Shape((backend, again))),
+        may_touch=frozenset([node.unit, job]),
+    )
 
 
 def _port_freed(inj: _Injector, node: Node, rng: random.Random) -> Expected:
@@ -649,13 +691,55 @@ GATE.update(
         "watchdog": tuple(range(2060, 2065)),
         # A start whose check waits past TimeoutStartSec=: a timeout, not a failed check.
         "start_timeout": tuple(range(2070, 2075)),
+        # member_down, the two members instances of one template unit.
+        "instance_down": tuple(range(2080, 2090)),
+        # A backend dies, and the timer's oneshot job beside the serving path fails.
+        "job_failed": tuple(range(2090, 2100)),
     }
 )
+#: The full gate, ten seeds of every kind: the kinds with fewer get seeds from 3000 on,
+#: ten numbers set aside for each kind in the order above, none looked at before it was
+#: added. ``OPSBOT_GATE=full`` runs it (240 cases, about 30 minutes of the two workers);
+#: CI runs GATE, which fits its time, until cases cost less (see docs/diagnosis.md).
+FULL_GATE: dict[Kind, tuple[int, ...]] = {
+    **GATE,
+    "killed": GATE["killed"] + tuple(range(3000, 3006)),
+    "crash_loop_config": GATE["crash_loop_config"] + tuple(range(3010, 3016)),
+    "crash_loop_recovered": GATE["crash_loop_recovered"] + tuple(range(3020, 3026)),
+    "hung": GATE["hung"] + tuple(range(3030, 3036)),
+    "slow": GATE["slow"] + tuple(range(3040, 3046)),
+    "config_error": GATE["config_error"] + tuple(range(3050, 3056)),
+    "permission_denied": GATE["permission_denied"] + tuple(range(3060, 3065)),
+    "disk_full": GATE["disk_full"] + tuple(range(3070, 3075)),
+    "port_in_use": GATE["port_in_use"] + tuple(range(3080, 3085)),
+    "reload_needed": GATE["reload_needed"] + tuple(range(3090, 3095)),
+    "masked": GATE["masked"] + tuple(range(3100, 3106)),
+    "old_errors": GATE["old_errors"] + tuple(range(3110, 3116)),
+    "injected": GATE["injected"] + tuple(range(3120, 3126)),
+    "relapse": GATE["relapse"] + tuple(range(3130, 3136)),
+    "socket_down": GATE["socket_down"] + tuple(range(3190, 3195)),
+    "watchdog": GATE["watchdog"] + tuple(range(3200, 3205)),
+    "start_timeout": GATE["start_timeout"] + tuple(range(3210, 3215)),
+}
+#: Of each kind's seeds, the first this many carry an acceptable plan through approval,
+#: apply and verification; the others are judged on their verdict alone (its plan is
+#: rejected): each kind's fixes are applied up to five times, its diagnosis judged on
+#: every seed, within the suite's time.
+CARRIED_PER_KIND = 5
+
+
+def carried(kind: Kind, seed: int) -> bool:
+    """Whether case (``kind``, ``seed``) carries its plan through apply and verification."""
+    return seed in FULL_GATE[kind][:CARRIED_PER_KIND]
+
+
 #: Kinds whose graph declares no dependency to systemd (graph.generate(ports_only=True)).
 PORTS_ONLY: tuple[Kind, ...] = (
     "undeclared_down",
     "loop_on_dependency",
     "member_down",
+    "instance_down",
+    "job_failed",
     "stranger",
     "socket_down",
     "watchdog",
@@ -667,17 +751,24 @@ def case_graph(kind: Kind, seed: int) -> Graph:
     """The graph of case (``kind``, ``seed``): generate(seed), with no dependency declared
     for the kinds that need none, and a balancer over two members for member_down."""
     graph = generate(seed, ports_only=kind in PORTS_ONLY)
-    if kind == "member_down":
-        graph, _, _ = with_member(graph, seed)
+    if kind in ("member_down", "instance_down"):
+        graph, _, _ = with_member(graph, seed, instances=kind == "instance_down")
     if kind == "socket_down":
         graph, _ = with_socket(graph, seed)
+    if kind == "job_failed":
+        graph, _ = with_job(graph, seed)
     return graph
 
 
 #: Every gate case, in seed order.
-GATE_CASES: tuple[tuple[Kind, int], ...] = tuple(
-    sorted(((kind, seed) for kind, seeds in GATE.items() for seed in seeds), key=lambda c: c[1])
-)
+def cases(gate: dict[Kind, tuple[int, ...]]) -> tuple[tuple[Kind, int], ...]:
+    """Every case of ``gate``, in seed order."""
+    return tuple(
+        sorted(((kind, seed) for kind, seeds in gate.items() for seed in seeds), key=lambda c: c[1])
+    )
+
+
+GATE_CASES = cases(FULL_GATE if os.environ.get("OPSBOT_GATE") == "full" else GATE)
 
 
 def daily_case(day: int) -> tuple[Kind, int]:
@@ -690,12 +781,17 @@ def choose(seed: int, graph: Graph, kind: Kind) -> tuple[Kind, Node, str]:
     """The fault of case (``kind``, ``seed``): (base kind, target node, unit asked about)."""
     rng = random.Random(seed * 7919 + 1)
     base: Kind = rng.choice(BASES_FOR_INJECTION) if kind == "injected" else kind
-    if base == "member_down":
+    if base in ("member_down", "instance_down"):
         balancer = graph.node(graph.extra["balancer"])
         asked = balancer.unit if rng.random() < 0.5 else graph.node(graph.front).unit
         return base, graph.node(graph.extra["member"]), asked
     if base == "socket_down":
         return base, graph.node(graph.extra["activated"]), graph.node(graph.front).unit
+    if base == "job_failed":
+        asked = (
+            f"{graph.extra['job']}.service" if rng.random() < 0.5 else graph.node(graph.front).unit
+        )
+        return base, graph.node(graph.extra["job_of"]), asked
     if base in ("stranger", "watchdog", "start_timeout"):
         target = rng.choice([n for n in graph.nodes if n.tier > 0])
         own = base == "start_timeout" and rng.random() < 0.5
@@ -751,6 +847,8 @@ def inject(ct: BootedSystemd, graph: Graph, seed: int, kind: Kind) -> Case:
         "undeclared_down": lambda: _undeclared_down(inj, target),
         "loop_on_dependency": lambda: _loop_on_dependency(inj, target),
         "member_down": lambda: _member_down(inj, target),
+        "instance_down": lambda: _member_down(inj, target),
+        "job_failed": lambda: _job_failed(inj, target),
         "port_freed": lambda: _port_freed(inj, target, rng),
         "stranger": lambda: _stranger(inj, target, rng),
         "socket_down": lambda: _socket_down(inj, target),

@@ -3,6 +3,9 @@
 
     node.py --config /etc/opsbot-graph/NAME.json          serve (Type=notify)
     node.py --config /etc/opsbot-graph/NAME.json --check  check the config, exit 0 or 1
+    node.py --config /etc/opsbot-graph/NAME.json --once   a job (Type=oneshot, run by a
+                                                          timer): every upstream's
+                                                          /healthz once, exit 0 or 1
 
 The config (JSON): ``name``, ``port``, ``upstreams`` (ports of the nodes it depends on),
 ``role`` ("proxy": ``GET /`` is passed to its first upstream; else an app or a store),
@@ -142,6 +145,14 @@ def main() -> int:
     config = load(path)
     if "--check" in args:
         print(f"{path}: configuration ok")
+        return 0
+    if "--once" in args:
+        for port in config["upstreams"]:
+            status = get(int(port), "/healthz", float(config["upstream_timeout"]))
+            if status != 200:
+                print(f"{config['name']}: upstream 127.0.0.1:{port} answered {status}; job failed")
+                return 1
+        print(f"{config['name']}: job done")
         return 0
     mode = os.environ.get("NODE_MODE", "prod")
     if mode not in MODES:
