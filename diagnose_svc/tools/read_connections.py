@@ -266,10 +266,15 @@ def build_unix(
 
 
 def service_uids() -> dict[int, list[str]]:
-    """uid -> the running services that run as it (User=, or DynamicUser='s uid)."""
-    units = [u for u in loaded_services() if u.endswith(".service")]
+    """uid -> the running services that run as it (User=, or DynamicUser='s uid); none
+    when systemd cannot say (no Unix client is then named: the TCP edges still are)."""
+    try:
+        units = [u for u in loaded_services() if u.endswith(".service")]
+        shown = show(units, ("Id", "UID")) if units else []
+    except CommandFailed:
+        return {}
     found: dict[int, list[str]] = {}
-    for props in show(units, ("Id", "UID")) if units else []:
+    for props in shown:
         uid = props.get("UID", "")
         if uid.isdigit():
             found.setdefault(int(uid), []).append(props.get("Id", ""))
