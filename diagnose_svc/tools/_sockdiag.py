@@ -96,15 +96,27 @@ def _address(family: int, raw: bytes) -> str:
     return str(address)
 
 
+def _dump_request(body: bytes, seq: int) -> bytes:
+    """A SOCK_DIAG_BY_FAMILY dump request of ``body`` (one family's request)."""
+    header = _HEADER.pack(
+        _HEADER.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, seq, 0
+    )
+    return header + body
+
+
+def _attributes(payload: bytes, offset: int) -> Iterator[tuple[int, bytes]]:
+    """(kind, value) of each netlink attribute of ``payload`` from ``offset`` on."""
+    while offset + _ATTR.size <= len(payload):
+        length, kind = _ATTR.unpack_from(payload, offset)
+        if length < _ATTR.size:
+            return
+        yield kind, payload[offset + _ATTR.size : offset + length]
+        offset += (length + 3) & ~3
+
+
 def _request(family: int, seq: int) -> bytes:
     states = sum(1 << state for state in TCP_STATES)
-    body = _REQUEST.pack(family, socket.IPPROTO_TCP, 0, 0, states, bytes(48))
-    return (
-        _HEADER.pack(
-            _HEADER.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, seq, 0
-        )
-        + body
-    )
+    return _dump_request(_REQUEST.pack(family, socket.IPPROTO_TCP, 0, 0, states, bytes(48)), seq)
 
 
 def _parse(payload: bytes) -> TcpSocket | None:
@@ -115,14 +127,9 @@ def _parse(payload: bytes) -> TcpSocket | None:
         return None
     sport, dport = struct.unpack_from("!HH", sockid)
     cgroup_id = 0
-    offset = _MESSAGE.size
-    while offset + _ATTR.size <= len(payload):
-        length, kind = _ATTR.unpack_from(payload, offset)
-        if length < _ATTR.size:
-            break
-        if kind == INET_DIAG_CGROUP_ID and length >= _ATTR.size + 8:
-            (cgroup_id,) = struct.unpack_from("=Q", payload, offset + _ATTR.size)
-        offset += (length + 3) & ~3
+    for kind, value in _attributes(payload, _MESSAGE.size):
+        if kind == INET_DIAG_CGROUP_ID and len(value) >= 8:
+            (cgroup_id,) = struct.unpack_from("=Q", value)
     return TcpSocket(
         state=TCP_STATES[state],
         local=_address(family, sockid[4:20]),
@@ -138,12 +145,7 @@ def _unix_request(seq: int) -> bytes:
     states = sum(1 << state for state in UNIX_STATES)
     show = UDIAG_SHOW_NAME | UDIAG_SHOW_PEER | UDIAG_SHOW_UID
     body = _UNIX_REQUEST.pack(socket.AF_UNIX, 0, 0, states, 0, show, 0xFFFFFFFF, 0xFFFFFFFF)
-    return (
-        _HEADER.pack(
-            _HEADER.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, seq, 0
-        )
-        + body
-    )
+    return _dump_request(body, seq)
 
 
 def _parse_unix(payload: bytes) -> UnixSocket | None:
@@ -153,12 +155,7 @@ def _parse_unix(payload: bytes) -> UnixSocket | None:
     if state not in UNIX_STATES or kind not in (socket.SOCK_STREAM, socket.SOCK_SEQPACKET):
         return None
     path, peer, uid = "", 0, -1
-    offset = _UNIX_MESSAGE.size
-    while offset + _ATTR.size <= len(payload):
-        length, attr = _ATTR.unpack_from(payload, offset)
-        if length < _ATTR.size:
-            break
-        value = payload[offset + _ATTR.size : offset + length]
+    for attr, value in _attributes(payload, _UNIX_MESSAGE.size):
         if attr == UNIX_DIAG_NAME and value:
             abstract = value[:1] == b"\0"
             name = value[1:] if abstract else value.split(b"\0", 1)[0]
@@ -167,7 +164,6 @@ def _parse_unix(payload: bytes) -> UnixSocket | None:
             (peer,) = struct.unpack_from("=I", value)
         elif attr == UNIX_DIAG_UID and len(value) >= 4:
             (uid,) = struct.unpack_from("=I", value)
-        offset += (length + 3) & ~3
     return UnixSocket(state=UNIX_STATES[state], inode=inode, path=path, peer=peer, uid=uid)
 
 
