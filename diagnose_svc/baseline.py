@@ -115,7 +115,7 @@ def read_host(
     now: datetime | None = None,
 ) -> Snapshot | str:
     """The host as the read tools see it now: the snapshot, or why it is not healthy."""
-    context = ToolContext(settings=settings)
+    context = ToolContext(settings=settings, moment={})  # one reading of the sockets
 
     def read(tool: str, args: ToolArgs) -> Any:
         return tools[tool].answer(args, context)

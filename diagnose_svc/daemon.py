@@ -26,8 +26,6 @@ from diagnose_svc.baseline import read_host, take
 from diagnose_svc.errors import UsageError
 from diagnose_svc.events import EventSink
 from diagnose_svc.executor_client import DEFAULT_SOCKET_PATH, ExecutorClient
-from diagnose_svc.policies import make_policy
-from diagnose_svc.runtime import run_diagnosis
 from diagnose_svc.scope import build_scope
 from diagnose_svc.tools import READ_TOOLS, ToolContext
 from diagnose_svc.tools._baseline_store import Snapshot
@@ -37,6 +35,7 @@ from shared_io import log
 from shared_io.activation import activated_socket, bind
 from shared_io.config import load_config
 from shared_io.errors import OpsbotError
+from shared_io.live_config import LiveConfig
 from shared_schema import DiagnoseSettings, OpsbotConfig
 from shared_schema.executor_socket import Pending
 from shared_schema.text import printable
@@ -139,6 +138,11 @@ def diagnose_once(
 ) -> PlanVerdict | NoteVerdict:
     """One diagnosis with the configured policy, which is closed afterwards; its journal
     reads stay within ``journal_scope`` (diagnose_svc/scope.py)."""
+    # Imported here: the verify and baseline verbs that diagnose nothing do not load
+    # the policies and the loop.
+    from diagnose_svc.policies import make_policy
+    from diagnose_svc.runtime import run_diagnosis
+
     policy = make_policy(settings)
     try:
         return run_diagnosis(
@@ -241,7 +245,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     broken: ConfigError | None = None
     try:
-        config = load_config(args.config)
+        live = LiveConfig(args.config)
     except ConfigError as exc:  # served, not exited on: the socket must stay up
         structlog.get_logger("opsbot.diagnose").error(
             "config.invalid", error=exc.message, hint=exc.hint
@@ -259,6 +263,7 @@ def _serve(args: argparse.Namespace) -> int:
         listener = activated
 
     def diagnose(unit: str, symptom: str, on_event: EventSink) -> PlanVerdict | NoteVerdict:
+        config = live.current()  # the file as it stands: an edit needs no restart
         scope = build_scope(config)  # as the dependencies stand now
         scope.require(unit)
         return diagnose_once(
@@ -268,7 +273,10 @@ def _serve(args: argparse.Namespace) -> int:
     if broken is not None:
         server: DiagnoseServer = ConfigBroken(listener, broken, args.config, args.idle_timeout)
     else:
-        server = DiagnoseServer(listener, diagnose, args.idle_timeout, settings=config.diagnose)
+        # The server's own limits (connections, quotas) are the ones read at start.
+        server = DiagnoseServer(
+            listener, diagnose, args.idle_timeout, settings=live.config.diagnose
+        )
     signal.signal(signal.SIGTERM, lambda signum, frame: server.stopping.set())
     try:
         server.serve()

@@ -37,6 +37,7 @@ from shared_io.admission import Refusal
 from shared_io.config import load_config
 from shared_io.errors import ConfigError, OpsbotError
 from shared_io.framing import Clock, Deadlines, LineReader, MessageTooLarge, send_line
+from shared_io.live_config import LiveConfig
 from shared_io.paths import Paths
 from shared_io.server import ThreadedServer
 from shared_schema import (
@@ -262,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     logsetup.configure("opsbot-executor", verbose=args.verbose)
     paths = Paths.from_env()
     try:
-        config = load_config(paths.config)
+        live = LiveConfig(paths.config)
     except ConfigError as exc:
         return _serve_config_broken(exc, paths.config, args.socket, args.idle_timeout)
     try:
@@ -276,8 +277,12 @@ def main(argv: list[str] | None = None) -> int:
         log.error("executor.failed", error=exc.message, hint=exc.hint)
         print(f"opsbot-executor: {exc.message}", file=sys.stderr)
         return exc.exit_status
-    policy = config.executor
-    service = ExecutorService(store, policy, utcnow, paths.approvals_dir)
+    # The allowlist and the budgets as the file stands before each request; who is
+    # who (the diagnose user, the operators' group) as it was read at start.
+    policy = live.config.executor
+    service = ExecutorService(
+        store, policy, utcnow, paths.approvals_dir, policies=lambda: live.current().executor
+    )
     roles = Roles(policy.diagnose_user, policy.operators_group)
     return _serve(Server(listener, service, roles, args.idle_timeout))
 

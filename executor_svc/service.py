@@ -98,13 +98,19 @@ class ExecutorService:
         policy: ExecutorPolicy,
         now: Callable[[], datetime],
         approvals_dir: Path,
+        policies: Callable[[], ExecutorPolicy] | None = None,
     ) -> None:
+        """``policies``, where given, is asked for the policy as it stands before each
+        request (the config file read again when it changed); ``policy`` otherwise."""
         self.store = store
         self.policy = policy
+        self.policies = policies
         self.now = now
         self.approvals_dir = approvals_dir
 
     def handle(self, request: RequestModel, peer: Peer) -> Reply:
+        # One policy for the whole request, whatever the file does meanwhile.
+        policy = self.policies() if self.policies is not None else self.policy
         if request.op not in ALLOWED_OPS[peer.role]:
             log.warning(
                 "request.refused",
@@ -115,12 +121,12 @@ class ExecutorService:
             )
             return Reject(reason=f"{peer.user} ({peer.role.value}) may not {request.op}")
         if isinstance(request, SubmitPlan):
-            return self.submit(request, peer)
+            return self.submit(request, peer, policy)
         if isinstance(request, ListPlans):
             return self.list_plans()
         if isinstance(request, PendingVerification):
             return Pending(
-                plans=pending(self.store, self.now()), settle_seconds=self.policy.settle_seconds
+                plans=pending(self.store, self.now()), settle_seconds=policy.settle_seconds
             )
         if isinstance(request, ReportVerification):
             return self.report(request, peer)
@@ -130,7 +136,10 @@ class ExecutorService:
         with structlog.contextvars.bound_contextvars(peer_uid=peer.uid, peer_pid=peer.pid):
             return record_report(self.store, request, peer.user, self.now())
 
-    def submit(self, request: SubmitPlan, peer: Peer) -> Accept | Revise | Reject:
+    def submit(
+        self, request: SubmitPlan, peer: Peer, policy: ExecutorPolicy | None = None
+    ) -> Accept | Revise | Reject:
+        policy = self.policy if policy is None else policy
         bind = structlog.contextvars.bound_contextvars
         with bind(run_id=request.run_id, peer_uid=peer.uid, peer_pid=peer.pid):
             parsed = parse_plan(request.plan)
@@ -138,8 +147,8 @@ class ExecutorService:
                 revise = bounded_revise(parsed)
                 log.info("plan.revise", errors=len(parsed), first=str(revise.errors[0]))
                 return revise
-            errors = policy_errors(parsed, self.policy)
-            errors = errors or history_errors(parsed, self.store, self.policy, self.now())
+            errors = policy_errors(parsed, policy)
+            errors = errors or history_errors(parsed, self.store, policy, self.now())
             if errors:
                 revise = bounded_revise(errors)
                 log.info("plan.revise", errors=len(errors), first=str(revise.errors[0]))

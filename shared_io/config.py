@@ -5,10 +5,13 @@ not owned by root, or writable by group or others (shared_io/trusted.py), or one
 cannot be read, is not UTF-8 or TOML, or holds a bad or unknown key is a
 :class:`ConfigError` whose message names the file and the key path
 (``/etc/opsbot/opsbot.toml: diagnose.health.web.url: ...``).
+
+A daemon that lives across edits of the file holds a shared_io.live_config.LiveConfig.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tomllib
 from pathlib import Path
@@ -27,13 +30,17 @@ MAX_CONFIG_BYTES = 1 << 20
 
 def load_config(path: Path | None = None) -> OpsbotConfig:
     """The validated configuration at ``path`` (default: :func:`config_path`)."""
-    path = config_path() if path is None else path
+    return load_with_digest(config_path() if path is None else path)[0]
+
+
+def load_with_digest(path: Path) -> tuple[OpsbotConfig, str]:
+    """The configuration at ``path`` and the sha256 of the bytes it was read from."""
     try:
         with path.open("rb") as f:
             st = os.fstat(f.fileno())
             raw = f.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
-        return OpsbotConfig()
+        return OpsbotConfig(), hashlib.sha256(b"").hexdigest()
     except OSError as exc:
         raise ConfigError(
             f"cannot read {path}: {exc.strerror or exc}",
@@ -54,7 +61,7 @@ def load_config(path: Path | None = None) -> OpsbotConfig:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}", hint=HINT) from exc
     try:
-        return OpsbotConfig.model_validate(document)
+        return OpsbotConfig.model_validate(document), hashlib.sha256(raw).hexdigest()
     except ValidationError as exc:
         errors = "; ".join(str(error) for error in field_errors(exc))
         raise ConfigError(f"{path}: {errors}", hint=HINT) from exc

@@ -522,7 +522,10 @@ def uninstall(ct: BootedSystemd, graph: Graph) -> None:
     units = graph.units + [n.socket for n in graph.nodes if n.activated]
     if "job" in graph.extra:
         units += [f"{graph.extra['job']}.timer", f"{graph.extra['job']}.service"]
-    ct.systemctl("unmask", "--", *units, check=False)
+    # A fault masked one (its link to /dev/null in /etc): unmasked, which reloads too.
+    masked = [u for u in units if (ct.root / DROPIN_DIR.lstrip("/") / u).is_symlink()]
+    if masked:
+        ct.systemctl("unmask", "--", *masked, check=False)
     ct.systemctl("stop", "--", *units, check=False)
     for node in graph.nodes:
         for _ in range(3):  # a tmpfs a fault mounted, maybe twice

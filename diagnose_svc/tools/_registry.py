@@ -19,7 +19,7 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -111,6 +111,9 @@ class ToolOutput(BaseModel):
         return []
 
 
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """What tools may consult besides their arguments.
@@ -118,12 +121,24 @@ class ToolContext:
     ``journal_path``: read journal files from this directory instead of the system
     journal (for tests and for looking at a copied journal). ``journal_scope``: the units
     whose journals this run may read (diagnose_svc/scope.py); None reads any, for runs
-    that are not on an operator's behalf (tests, a copied journal).
+    that are not on an operator's behalf (tests, a copied journal). ``moment``: what
+    the tools of one snapshot of the host have read, by what, so that two of them asking
+    for the same reading (the socket dump) take it once; None (a diagnosis) reads the
+    present at every call.
     """
 
     settings: DiagnoseSettings
     journal_path: Path | None = None
     journal_scope: frozenset[str] | None = None
+    moment: dict[str, Any] | None = None
+
+    def once(self, what: str, read: Callable[[], T]) -> T:
+        """``read()``, or the reading this moment already took of ``what``."""
+        if self.moment is None:
+            return read()
+        if what not in self.moment:
+            self.moment[what] = read()
+        return cast(T, self.moment[what])
 
 
 A = TypeVar("A", bound=ToolArgs)

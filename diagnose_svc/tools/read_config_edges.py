@@ -212,7 +212,7 @@ def read_config_edges(args: ConfigEdgesArgs, context: ToolContext) -> ConfigEdge
     matched to the unit that listens there now or is configured to: a dependency no unit
     file declares, found even while the backend is down. Values are never shown.
     """
-    listeners, _, _, rows = host_sockets()
+    listeners, _, _, rows = context.once("host_sockets", host_sockets)
     live = {e.port: e.unit for e in listeners if e.unit and e.port}
     paths = {r.listen: r.activates or r.unit for r in rows if r.listen.startswith("/")}
     paths |= {e.address: e.unit for e in listeners if e.unit and not e.port}

@@ -328,7 +328,7 @@ def read_connections(args: ConnectionsArgs, context: ToolContext) -> Connections
     host. Use it to find the dependencies systemd does not declare: a proxy's upstream,
     an app's database by its port. A backend that is down has no connections now.
     """
-    listeners, edges, unmapped, _ = host_sockets()
+    listeners, edges, unmapped, _ = context.once("host_sockets", host_sockets)
     if args.unit:
         edges = [e for e in edges if args.unit in (e.client, e.server)]
         listeners = [e for e in listeners if args.unit in (e.unit, e.socket_unit)]

@@ -105,6 +105,23 @@ def test_a_unit_outside_the_allowlist_gets_revise_naming_the_allowed_units(
     assert store.ids() == []
 
 
+def test_a_unit_added_to_the_allowlist_is_taken_at_the_next_submit_without_a_restart(
+    store: PlanStore, tmp_path: Path
+) -> None:
+    """The operator adds redis.service to the allowlist and saves the file: the running
+    executor's next answer to the same plan is ACCEPT (the policy is asked for before
+    each request, not kept from the start)."""
+    policies = [POLICY]
+    service = ExecutorService(
+        store, POLICY, lambda: NOW, tmp_path / "approvals", policies=lambda: policies[-1]
+    )
+    plan = plan_of(step("restart_unit", "nginx.service"), step("restart_unit", "redis.service"))
+    assert isinstance(service.handle(submit(plan.model_dump(mode="json")), DIAGNOSE), Revise)
+    allow = {tool: [*units, "redis.service"] for tool, units in POLICY.allow.items()}
+    policies.append(POLICY.model_copy(update={"allow": allow}))
+    assert isinstance(service.handle(submit(plan.model_dump(mode="json")), DIAGNOSE), Accept)
+
+
 def test_a_denylisted_unit_gets_revise_saying_opsbot_never_touches_it(
     service: ExecutorService,
 ) -> None:

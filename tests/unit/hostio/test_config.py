@@ -7,9 +7,11 @@ import os
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from shared_io.config import HINT, load_config
 from shared_io.errors import ConfigError
+from shared_io.live_config import LiveConfig
 from shared_io.paths import config_path
 from shared_schema import OpsbotConfig
 
@@ -165,3 +167,35 @@ def test_a_link_to_a_config_in_a_directory_others_may_write_is_refused(tmp_path:
     finally:
         loose.chmod(0o700)
     assert caught.value.message.startswith(f"{loose} is writable by group or others")
+
+
+VALID = GOOD.replace("timeout = 1.5\n", "timeout_seconds = 1.5\n")
+
+
+def test_a_daemon_takes_an_edited_config_before_its_next_answer(tmp_path: Path) -> None:
+    """An operator adds a unit to the allowlist: the daemon's next answer uses it, with
+    no restart; an unchanged file is not read again."""
+    path = write(tmp_path, VALID)
+    live = LiveConfig(path)
+    first = live.current()
+    assert live.current() is first  # unchanged: the same object, no read
+    path.write_text(VALID.replace('"app.service"]', '"app.service", "api.service"]'))
+    with capture_logs() as logs:
+        changed = live.current()
+    assert changed.executor.allow["restart_unit"][-1] == "api.service"
+    assert [e["event"] for e in logs] == ["config.reloaded"]
+
+
+def test_a_broken_edit_keeps_the_config_in_force_and_says_so_once(tmp_path: Path) -> None:
+    """A typo saved mid-edit: the configuration read before stays in force, the journal
+    names the key once, and the fixed file is taken at the next answer."""
+    path = write(tmp_path, VALID)
+    live = LiveConfig(path)
+    path.write_text(VALID.replace("max_steps = 8", "max_stpes = 8"))
+    with capture_logs() as logs:
+        assert live.current().diagnose.max_steps == 8
+        assert live.current().diagnose.max_steps == 8
+    assert [e["event"] for e in logs] == ["config.reload_failed"]
+    assert "max_stpes" in logs[0]["error"]
+    path.write_text(VALID.replace("max_steps = 8", "max_steps = 6"))
+    assert live.current().diagnose.max_steps == 6
