@@ -31,12 +31,14 @@ from approver_svc.view import ReadState, live_state, plan_expiry, plan_view, whe
 from plans import (
     Accepted,
     Analyzer,
+    PlanError,
     PlanRecord,
     PlanStore,
     Reviewed,
     StatusRecord,
     TamperedPlan,
     apply_running,
+    members,
     rejection_reason,
     systemd_analyze,
     utcnow,
@@ -170,6 +172,13 @@ class ApproverService:
     def _plan_view(
         self, record: PlanRecord, status: StatusRecord, plan: Plan, now: datetime
     ) -> PlanView:
+        earlier, number = None, 1
+        if plan.follows is not None:
+            try:
+                earlier = self.store.verified_plan(self.store.load(plan.follows))
+                number = members(self.store, record.incident_id).index(record.plan_id) + 1
+            except (PlanError, ValueError):
+                earlier, number = None, 2
         return plan_view(
             record,
             status,
@@ -179,6 +188,8 @@ class ApproverService:
             host=self.host,
             read_state=self.read_state,
             analyze=self.analyze,
+            earlier=earlier,
+            number=number,
         )
 
     # -- view -------------------------------------------------------------------------

@@ -78,8 +78,12 @@ def plan_view(
     host: str,
     read_state: ReadState = live_state,
     analyze: Analyzer = systemd_analyze,
+    earlier: Plan | None = None,
+    number: int = 1,
 ) -> PlanView:
-    """``plan`` (verified from ``record``) as the page shows it, read now."""
+    """``plan`` (verified from ``record``) as the page shows it, read now; for a
+    follow-up, ``earlier`` is the plan it follows and ``number`` its place in the
+    incident."""
     states: dict[str, str] = {}
     steps = []
     for step, argv in zip(plan.steps, step_argv(plan), strict=True):
@@ -109,4 +113,21 @@ def plan_view(
         plan_expires_at=plan_expiry(record, policy),
         approval_expires_at=approval_expires_at,
         runs=runs,
+        attempt=attempt_words(plan, earlier, number)[:LINE],
     )
+
+
+ORDINALS = ("first", "second", "third", "fourth", "fifth")
+
+
+def attempt_words(plan: Plan, earlier: Plan | None, number: int) -> str:
+    """ "second attempt for web.service (health target web failing): the first, plan
+    ID (start_unit ledger.service), did not cure it"; "" for a first plan."""
+    if plan.follows is None:
+        return ""
+    nth = ORDINALS[number - 1] if 0 < number <= len(ORDINALS) else f"#{number}"
+    about = plan.symptom.unit if plan.symptom else "the same symptom"
+    if plan.symptom and plan.symptom.health:
+        about += f" (health target {', '.join(plan.symptom.health)} failing)"
+    ran = ", ".join(f"{s.tool} {s.args.unit}" for s in earlier.steps) if earlier else "?"
+    return f"{nth} attempt for {about}: plan {plan.follows} ({ran}) did not cure it"

@@ -91,6 +91,9 @@ class TriedPlan:
     plan_id: str
     steps: tuple[tuple[str, str], ...]  # (tool, unit), in order
     evidence: tuple[str, ...] = ()
+    #: The symptom it was meant to cure (shared_schema.Symptom, as JSON): a follow-up
+    #: plan carries the same one.
+    symptom: Mapping[str, Any] | None = None
 
     def line(self) -> str:
         steps = ", ".join(f"{tool} {unit}" for tool, unit in self.steps)

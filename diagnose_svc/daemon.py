@@ -23,7 +23,7 @@ import structlog
 
 from diagnose_svc.actions import TriedPlan
 from diagnose_svc.baseline import read_host, take
-from diagnose_svc.errors import UsageError
+from diagnose_svc.errors import ExecutorProtocolError, UsageError
 from diagnose_svc.events import EventSink
 from diagnose_svc.executor_client import DEFAULT_SOCKET_PATH, ExecutorClient
 from diagnose_svc.scope import build_scope
@@ -203,7 +203,17 @@ def _verify_plans(
     settings = config.diagnose
     watches = Verifier(settings, READ_TOOLS).watch(pending.plans, pending.settle_seconds)
     for watch in watches:
-        recorded = client.report(watch.report())
+        try:
+            recorded = client.report(watch.report())
+        except ExecutorProtocolError as exc:
+            if watch.result != "verified":
+                raise
+            # The executor read the plan's units and does not believe it (one failed or
+            # was started again after this run's last look): said as UNRESOLVED, so the
+            # plan is not left waiting.
+            watch.evidence.insert(0, f"VERIFIED was refused: {exc.message}"[:300])
+            watch.result, watch.failing_unit = "unresolved", watch.plan.steps[-1].unit
+            recorded = client.report(watch.report())
         seen = "; ".join(watch.evidence[:3])
         print(f"{recorded.plan_id}  {recorded.state:<10} {printable(seen)}")
         if recorded.state != "UNRESOLVED" or args.no_follow_up:

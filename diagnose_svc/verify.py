@@ -5,14 +5,19 @@ the executor for the plans awaiting verification, watches each plan's units (wit
 read_unit_status) and the health targets they serve (with http_get_health) from its last
 step until ``settle_seconds`` after it, and reports each to the executor:
 
-* VERIFIED: at the end of the window every unit is in the state its steps leave it in
-  (the write tools' table says which: active, inactive after a stop, not failed after a
-  reset; a oneshot job a start ran to a clean end counts as started) and every health
-  target it serves answers as expected, and no unit failed or was restarted by systemd
-  meanwhile;
+* VERIFIED: the symptom is gone and the fix holds. The health targets of the plan's
+  symptom (those that failed when it was diagnosed) and those its units serve are
+  probed at every look, and every answer of the last ``settle_seconds`` passed; at the
+  end every unit is in the state its steps leave it in (the write tools' table says
+  which: active, inactive after a stop, not failed after a reset; a oneshot job a start
+  ran to a clean end, Result=success, counts as started), and no unit failed or was
+  restarted by systemd meanwhile. A target that failed late in the window moves its end
+  (a failed answer must be followed by ``settle_seconds`` of good ones), up to
+  ``EXTENSION`` windows after the last step;
 * UNRESOLVED: a unit failed again, systemd restarted it (NRestarts grew, or its main
   process began after the last step: it failed meanwhile), it never became active, or a
-  health target still fails; with what was seen.
+  target of the symptom still fails when the window can move no further; with what was
+  seen, each target with its answers.
 
 An UNRESOLVED plan may start one follow-up diagnosis of the unit that did not come back
 (``[diagnose.verify] follow_up``: for watched units by default), told what was tried: it
@@ -46,6 +51,7 @@ from diagnose_svc.tools import (
 from diagnose_svc.tools._systemctl import show
 from shared_io.errors import UnitStateError
 from shared_schema import AwaitingPlan, DiagnoseSettings, ReportVerification, write_tools
+from shared_schema.executor_socket import SETTLE_WINDOWS_AT_MOST
 
 log = structlog.get_logger("opsbot.verify")
 
@@ -55,6 +61,9 @@ SAMPLE_INTERVAL = 1.0
 #: a unit whose main process began later than this was not started by the plan.
 STARTED_BY_PLAN = timedelta(seconds=0.5)
 ONFAILURE = "opsbot-onfailure@"
+#: How far a failing health answer may move a plan's window: this many windows after
+#: the last step, the symptom is still there.
+EXTENSION = SETTLE_WINDOWS_AT_MOST
 
 
 def expected_states(plan: AwaitingPlan) -> dict[str, str]:
@@ -81,7 +90,23 @@ class PlanWatch:
     plan: AwaitingPlan
     deadline: datetime
     targets: list[str]
+    #: The window cannot move past this (EXTENSION windows after the last step).
+    cap: datetime | None = None
+    settle: timedelta = timedelta(0)
     baseline: dict[str, UnitStatus] = field(default_factory=dict)
+    #: Each health target's answers so far ("200", "503", "refused"...), in order.
+    answers: dict[str, list[str]] = field(default_factory=dict)
+    #: When each target last failed to answer as expected.
+    failed_at: dict[str, datetime] = field(default_factory=dict)
+
+    @property
+    def last_failed(self) -> tuple[str, datetime] | None:
+        """The target that failed last, and when."""
+        if not self.failed_at:
+            return None
+        name = max(self.failed_at, key=lambda n: self.failed_at[n])
+        return name, self.failed_at[name]
+
     evidence: list[str] = field(default_factory=list)
     result: str = ""  # "" while watching, then "verified" or "unresolved"
     failing_unit: str = ""
@@ -98,6 +123,7 @@ class PlanWatch:
             result="verified" if self.result == "verified" else "unresolved",
             evidence=[e[:300] for e in self.evidence[:20]],
             seconds=round(max(0.0, (end - self.plan.applied_at).total_seconds()), 2),
+            targets=list(self.plan.symptom.health) if self.plan.symptom else [],
         )
 
 
@@ -134,11 +160,17 @@ class Verifier:
     def watch(self, plans: list[AwaitingPlan], settle_seconds: float) -> list[PlanWatch]:
         """Watch every plan until its window ends (or it fails); bounded by the windows."""
         watches = []
+        settle = timedelta(seconds=settle_seconds)
         for plan in plans:
-            units = set(expected_states(plan))
-            targets = sorted(n for n, t in self.settings.health.items() if t.unit in units)
-            deadline = plan.applied_at + timedelta(seconds=settle_seconds)
-            watches.append(PlanWatch(plan, deadline, targets))
+            watches.append(
+                PlanWatch(
+                    plan,
+                    plan.applied_at + settle,
+                    self.targets(plan),
+                    cap=plan.applied_at + EXTENSION * settle,
+                    settle=settle,
+                )
+            )
         while True:
             at = self.now()
             open_ = [w for w in watches if not w.result]
@@ -148,7 +180,31 @@ class Verifier:
                 return watches
             self.sleep(SAMPLE_INTERVAL)
 
+    def targets(self, plan: AwaitingPlan) -> list[str]:
+        """The health targets a plan is judged by: its symptom's (those that failed when
+        it was diagnosed) and those its units serve."""
+        units = set(expected_states(plan))
+        served = {n for n, t in self.settings.health.items() if t.unit in units}
+        return sorted(served | set(plan.symptom.health if plan.symptom else ()))
+
+    def _probe(self, w: PlanWatch, at: datetime) -> None:
+        """One look at every target of the plan; a failed answer moves the window's end
+        to ``settle`` after it (within the cap)."""
+        for name in w.targets:
+            result = self._health(name)
+            if isinstance(result, str):
+                answer, ok = "unreadable", False
+            else:
+                ok = result.outcome == "ok"
+                answer = str(result.status) if result.status else result.outcome
+            w.answers.setdefault(name, []).append(answer)
+            if not ok:
+                w.failed_at[name] = at
+        if w.failed_at and w.cap is not None:
+            w.deadline = min(max(w.deadline, max(w.failed_at.values()) + w.settle), w.cap)
+
     def _sample(self, w: PlanWatch, at: datetime) -> None:
+        self._probe(w, at)
         final = at >= w.deadline
         for unit, wanted in expected_states(w.plan).items():
             status = self._status(unit)
@@ -209,19 +265,40 @@ class Verifier:
         if not final:
             return
         for name in w.targets:
-            result = self._health(name)
-            if isinstance(result, str) or result.outcome != "ok":
-                words = result if isinstance(result, str) else result.summary()
-                w.evidence.append(f"health target {name} still fails: {words}")
-                unit = self.settings.health[name].unit or ""
-                w.finish("unresolved", at, unit)
-                return
-            w.evidence.append(f"health target {name} answered {result.status}")
+            w.evidence.append(f"health target {name} answered {_runs(w.answers.get(name, []))}")
+        last = w.last_failed
+        if last is not None and at - last[1] < w.settle:
+            name, when = last
+            w.evidence.insert(
+                0,
+                f"the symptom is still there: health target {name} failed to answer as "
+                f"expected {self._since(w, when)} after the last step "
+                f"({w.answers[name][-1]}); no {w.settle.total_seconds():g} s of good "
+                f"answers within {self._since(w, at)}",
+            )
+            # The follow-up diagnoses what the operator asked about, knowing what ran.
+            target = self.settings.health.get(name)
+            symptom = w.plan.symptom
+            unit = symptom.unit if symptom else (target.unit if target else "") or ""
+            w.finish("unresolved", at, unit)
+            return
         w.finish("verified", at)
 
     @staticmethod
     def _since(w: PlanWatch, at: datetime) -> str:
         return f"{max(0.0, (at - w.plan.applied_at).total_seconds()):.1f} s"
+
+
+def _runs(answers: list[str]) -> str:
+    """``["503", "503", "200"]`` as "503 x2, then 200"."""
+    parts: list[list[object]] = []
+    for answer in answers:
+        if parts and parts[-1][0] == answer:
+            parts[-1][1] = int(str(parts[-1][1])) + 1
+        else:
+            parts.append([answer, 1])
+    words = [f"{a}" + (f" x{n}" if int(str(n)) > 1 else "") for a, n in parts]
+    return ", then ".join(words[-4:]) or "nothing"
 
 
 def is_watched(unit: str) -> bool:
@@ -239,8 +316,10 @@ def wants_follow_up(settings: DiagnoseSettings, unit: str) -> bool:
 
 
 def tried_plan(watch: PlanWatch) -> TriedPlan:
+    symptom = watch.plan.symptom
     return TriedPlan(
         plan_id=watch.plan.plan_id,
         steps=tuple((s.tool, s.unit) for s in watch.plan.steps),
         evidence=tuple(watch.evidence[:3]),
+        symptom=symptom.model_dump(mode="json") if symptom is not None else None,
     )

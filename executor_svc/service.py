@@ -20,9 +20,12 @@ from plans import (
     Provenance,
     StatusRecord,
     TamperedPlan,
+    UnitReader,
+    follow_up,
     history_errors,
     pending,
     policy_errors,
+    read_plan_units,
     record_report,
     step_argv,
 )
@@ -88,6 +91,7 @@ def summary(record: PlanRecord, status: StatusRecord, plan: Plan | None) -> Plan
         reason=status.refusal or status.reason,
         verification=status.verification,
         waits_for_window=status.waits_for_window if status.state is PlanState.APPROVED else None,
+        incident=record.incident_id,
     )
 
 
@@ -99,6 +103,7 @@ class ExecutorService:
         now: Callable[[], datetime],
         approvals_dir: Path,
         policies: Callable[[], ExecutorPolicy] | None = None,
+        read_units: UnitReader | None = None,
     ) -> None:
         """``policies``, where given, is asked for the policy as it stands before each
         request (the config file read again when it changed); ``policy`` otherwise."""
@@ -107,6 +112,8 @@ class ExecutorService:
         self.policies = policies
         self.now = now
         self.approvals_dir = approvals_dir
+        #: How a VERIFIED report's units are read (systemctl show; tests give theirs).
+        self.read_units = read_units or read_plan_units
 
     def handle(self, request: RequestModel, peer: Peer) -> Reply:
         # One policy for the whole request, whatever the file does meanwhile.
@@ -129,12 +136,17 @@ class ExecutorService:
                 plans=pending(self.store, self.now()), settle_seconds=policy.settle_seconds
             )
         if isinstance(request, ReportVerification):
-            return self.report(request, peer)
+            return self.report(request, peer, policy)
         return self.show(request.plan_id)
 
-    def report(self, request: ReportVerification, peer: Peer) -> Recorded | Reject:
+    def report(
+        self, request: ReportVerification, peer: Peer, policy: ExecutorPolicy | None = None
+    ) -> Recorded | Reject:
+        settle = (self.policy if policy is None else policy).settle_seconds
         with structlog.contextvars.bound_contextvars(peer_uid=peer.uid, peer_pid=peer.pid):
-            return record_report(self.store, request, peer.user, self.now())
+            return record_report(
+                self.store, request, peer.user, self.now(), settle, self.read_units
+            )
 
     def submit(
         self, request: SubmitPlan, peer: Peer, policy: ExecutorPolicy | None = None
@@ -149,6 +161,8 @@ class ExecutorService:
                 return revise
             errors = policy_errors(parsed, policy)
             errors = errors or history_errors(parsed, self.store, policy, self.now())
+            incident, refused = follow_up(parsed, self.store, policy, self.now())
+            errors = errors or refused
             if errors:
                 revise = bounded_revise(errors)
                 log.info("plan.revise", errors=len(errors), first=str(revise.errors[0]))
@@ -162,7 +176,9 @@ class ExecutorService:
                 evidence=request.evidence,
             )
             try:
-                plan_id, sha, duplicate = self.store.add(parsed, provenance, self.now())
+                plan_id, sha, duplicate = self.store.add(
+                    parsed, provenance, self.now(), incident=incident
+                )
             except StoreError as exc:
                 log.error("plan.store_failed", error=exc.message)
                 return Reject(reason=f"cannot store the plan: {exc.message}")
@@ -171,6 +187,8 @@ class ExecutorService:
                 plan_id=plan_id,
                 sha256=sha,
                 duplicate=duplicate,
+                incident=incident or plan_id,
+                follows=parsed.follows,
                 goal=parsed.goal,
                 steps="; ".join(shlex.join(a) for a in step_argv(parsed)),
             )

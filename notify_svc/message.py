@@ -102,6 +102,8 @@ def render(notice: Notice, approver: str, link_base: str | None) -> Message:
     fallback = shell_fallback(plan)
 
     lines = [subject(plan), f"Goal: {clean(plan.goal)}"]
+    if plan.attempt:
+        lines.append(f"This is the {clean(plan.attempt)}.")
     for number, step in enumerate(plan.steps[:MAX_STEPS], start=1):
         lines.append(f"Step {number}: {clean(shlex.join(step.argv))}")
         condition = "; ".join(step.precondition) or "none"
@@ -131,6 +133,7 @@ def render(notice: Notice, approver: str, link_base: str | None) -> Message:
         "host": clean(plan.host),
         "units": [clean(u) for u in plan.units],
         "goal": clean(plan.goal),
+        "attempt": clean(plan.attempt),
         "steps": [
             {
                 "unit": clean(step.unit),

@@ -116,6 +116,8 @@ def _plan_status(outcome: dict[str, Any]) -> int:
     if outcome.get("error"):
         return ERROR  # it could not be read or judged
     state = str(outcome["state"])
+    if outcome.get("follow_up"):
+        return WAITING  # the incident's next plan waits for a human
     ended = for_state(state)
     if ended is not None:
         return ended
@@ -143,14 +145,15 @@ def _finish(outcomes: list[dict[str, Any]], paths: Paths, as_json: bool, verbose
 def _await_verification(applied: list[dict[str, Any]], paths: Paths, *, quiet: bool) -> None:
     """Wait for opsbot-verify's verdict on each plan whose steps all ran; update its
     outcome with the state it reached."""
-    from opsbot_cli.follow import follow, say_change
+    from opsbot_cli.follow import follow, next_plan, say_change
     from plans import PlanStore
     from shared_io.config import load_config
+    from shared_schema.executor_socket import SETTLE_WINDOWS_AT_MOST
 
     settle = load_config(paths.config).executor.settle_seconds
     store = PlanStore(paths.state_dir)
     # One deadline for all: opsbot-verify checks the plans of a run side by side.
-    deadline = time.monotonic() + settle + VERIFY_MARGIN
+    deadline = time.monotonic() + SETTLE_WINDOWS_AT_MOST * settle + VERIFY_MARGIN
     for outcome in applied:
         if not quiet:
             out(f"{outcome['plan_id']}  waiting for opsbot-verify (health must hold {settle} s)")
@@ -163,6 +166,16 @@ def _await_verification(applied: list[dict[str, Any]], paths: Paths, *, quiet: b
         outcome["state"] = str(followed.status.state)
         if followed.status.verification is not None:
             outcome["verification"] = followed.status.verification.model_dump(mode="json")
+        if outcome["state"] == "UNRESOLVED":
+            left = max(deadline - time.monotonic(), 0.0)
+            after = next_plan(store, str(outcome["plan_id"]), timeout=left)
+            if after:
+                outcome["follow_up"] = after
+                if not quiet:
+                    out(
+                        f"{outcome['plan_id']}  did not cure the symptom; the follow-up plan "
+                        f"{after} waits for approval: `sudo opsbot approve {after}`"
+                    )
 
 
 def _summary(outcomes: list[dict[str, Any]]) -> str:

@@ -28,12 +28,13 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
 from opsbot_cli.errors import ConsoleError, UsageError
-from opsbot_cli.follow import follow, say_change
+from opsbot_cli.follow import follow, next_plan, say_change
 from opsbot_cli.output import (
     command,
     fit,
@@ -67,7 +68,7 @@ from plans import (
     witness,
 )
 from shared_io.config import load_config
-from shared_io.exit_codes import OK, REFUSED, at_timeout, for_state
+from shared_io.exit_codes import OK, REFUSED, WAITING, at_timeout, for_state
 from shared_io.paths import Paths
 from shared_io.unit_show import read_unit_state
 from shared_schema.timespan import parse_timespan
@@ -157,6 +158,7 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
     ceiling = config.executor.approval_ttl_seconds
     ttl = ceiling if args.ttl is None else ttl_arg(args.ttl, ceiling, paths.config)
     timeout = wait_timeout(args.timeout) if args.wait else 0.0
+    deadline = time.monotonic() + timeout
     windows = config.executor.apply_window
     # Before anything is asked: a window further than an approval holds refuses here.
     expires = approval_expiry(windows, utcnow(), ttl, override=args.now)
@@ -226,11 +228,15 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         store, plan_id, timeout=timeout, on_change=_quiet if args.json else say_change
     )
     status = followed.status
+    after = None
     if not followed.ended:
         code = at_timeout(status.state)
     else:  # a final state, or a refusal (the plan still APPROVED, not run)
         ended = for_state(status.state)
         code = REFUSED if ended is None else ended
+        if status.state == "UNRESOLVED":
+            after = next_plan(store, plan_id, timeout=max(deadline - time.monotonic(), 0.0))
+            code = WAITING if after else code
     if args.json:
         json_out(
             {
@@ -239,11 +245,18 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
                 "reason": status.reason,
                 "refusal": status.refusal,
                 "ended": followed.ended,
+                "follow_up": after,
                 "exit_status": code,
             }
         )
     elif not followed.ended:
         out(f"plan {plan_id} is still {status.state} after {args.timeout}")
+    elif after:
+        out(
+            f"plan {plan_id} did not cure the symptom; the follow-up plan {after} of its "
+            f"incident waits for approval: `opsbot show {after}`, then "
+            f"`sudo opsbot approve {after}`"
+        )
     return code
 
 

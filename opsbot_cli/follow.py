@@ -2,7 +2,9 @@
 
 ``opsbot approve --wait`` and ``opsbot apply`` wait here for what happens to a plan after
 the part they did: the apply opsbot-apply.path starts, and opsbot-verify's VERIFIED or
-UNRESOLVED. Bounded by a deadline; the caller says what a timeout means.
+UNRESOLVED; after UNRESOLVED, the follow-up plan of its incident, if opsbot-verify's
+follow-up diagnosis proposes one (which waits for a human: they never wait for another
+approval). Bounded by a deadline; the caller says what a timeout means.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from opsbot_cli.output import fit, one_line, out, when
 from plans import PlanStore, StatusRecord
 from shared_io.errors import OpsbotError
 from shared_io.exit_codes import for_state
+from shared_io.unit_show import read_unit_state
 
 #: How often the store is read while waiting.
 POLL_SECONDS = 0.5
+VERIFY_UNIT = "opsbot-verify.service"
 
 
 @dataclass
@@ -46,6 +50,45 @@ def say_change(status: StatusRecord) -> None:
         for evidence in [e for e in status.verification.evidence if e != status.reason][:6]:
             for line in fit(one_line(evidence), "      ", lines=1):
                 out(line)
+
+
+def verify_running() -> bool:
+    """Whether opsbot-verify.service runs now (its follow-up diagnosis may still come)."""
+    try:
+        return read_unit_state(VERIFY_UNIT, timeout=5).active_state in ("active", "activating")
+    except OpsbotError:
+        return False
+
+
+def next_plan(
+    store: PlanStore,
+    plan_id: str,
+    *,
+    timeout: float,
+    running: Callable[[], bool] = verify_running,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str | None:
+    """The follow-up plan the executor put in ``plan_id``'s incident after it, waited for
+    while opsbot-verify runs (its follow-up diagnosis), up to ``timeout`` seconds; None
+    when none came (no follow-up, or one that ended in a note)."""
+    deadline = clock() + timeout
+    try:
+        incident = store.load(plan_id).incident_id
+    except OpsbotError:
+        return None
+    while True:
+        for other in store.ids():
+            if other <= plan_id:
+                continue
+            try:
+                if store.load(other).incident_id == incident:
+                    return other
+            except OpsbotError:
+                continue
+        if clock() >= deadline or not running():
+            return None
+        sleep(POLL_SECONDS)
 
 
 def follow(

@@ -137,11 +137,25 @@ def _runs(plan: dict[str, Any]) -> str:
     return window_words(plan.get("waits_for_window"), long=False)
 
 
+def _goal(plan: dict[str, Any]) -> str:
+    """The GOAL cell; a follow-up's says whose incident it continues."""
+    incident = plan.get("incident")
+    if incident and incident != plan["plan_id"]:
+        return f"(follow-up of {incident}) {plan['goal']}"
+    return str(plan["goal"])
+
+
 def table(plans: list[dict[str, Any]], legend: bool = True, full: bool = False) -> list[str]:
     """The listing: PLAN, STATE, SUBMITTED, UNITS, GOAL; each line at most 100 columns
     (units and goal cut with an ellipsis) unless ``full``. A RUNS column after STATE
     where an approved plan waits for its apply window: when the window opens."""
     runs = any(_waits(p) for p in plans)
+    # An incident's plans together, in order, the follow-ups marked.
+    first = {p["plan_id"]: i for i, p in enumerate(plans)}
+    plans = sorted(
+        plans,
+        key=lambda p: (first.get(p.get("incident") or p["plan_id"], len(plans)), p["plan_id"]),
+    )
     rows = [
         (
             p["plan_id"],
@@ -149,7 +163,7 @@ def table(plans: list[dict[str, Any]], legend: bool = True, full: bool = False) 
             *((_runs(p),) if runs else ()),
             when(p["submitted_at"]),
             printable(",".join(p["units"])),
-            printable(p["goal"]),
+            printable(_goal(p)),
         )
         for p in plans
     ]

@@ -154,6 +154,19 @@ def render(detail: Mapping[str, Any], read: ReadState | None, full: bool = False
         say("runs", window_words(s["waits_for_window"]))
     say("sha256", s["sha256"])
     say("goal", printable(s["goal"]))
+    symptom = detail["plan"].get("symptom")
+    if symptom:
+        failing = ", ".join(symptom["health"]) or "none"
+        say("symptom", f"{symptom['unit']}; health targets failing: {failing}")
+    follows = detail["plan"].get("follows")
+    if follows:
+        say(
+            "incident",
+            f"incident {s.get('incident') or follows}: follows {follows}, which "
+            "ran and did not cure the symptom",
+        )
+    elif s.get("incident") and s["incident"] != s["plan_id"]:
+        say("incident", f"incident {s['incident']}")
     say("submitted", f"{when(s['submitted_at'])} by {printable(s['submitted_by'])}")
     say("on error", "stop" if detail["plan"]["stop_on_error"] else "continue")
     lines.append("steps:")

@@ -62,6 +62,8 @@ FIELDS_SHOWN = (
     "EVIDENCE",
     "SECONDS",
     "FOLLOW_UP_OF",
+    "INCIDENT",
+    "FOLLOWS",
 )
 #: remote-NAME.journal, or one journal-remote archived: remote-NAME@SEQNUMID-SEQ-TIME.journal
 _REMOTE_FILE = re.compile(
@@ -181,6 +183,15 @@ def _story(
     follow, follow_ignored = _matching("FOLLOW_UP_OF", plan_id, judge, files)
     raws += follow
     ignored += follow_ignored
+    # An incident's id is its first plan's: the plans the executor put in it (its
+    # plan.accepted entries say INCIDENT=) tell the rest of the story, each with its own.
+    joined, joined_ignored = _matching("INCIDENT", plan_id, judge, files)
+    ignored += joined_ignored
+    for other in sorted({str(r["PLAN_ID"]) for r in joined if r.get("PLAN_ID")} - {plan_id}):
+        for field_name in ("PLAN_ID", "FOLLOW_UP_OF"):
+            more, more_ignored = _matching(field_name, other, judge, files)
+            raws += more
+            ignored += more_ignored
     for run_id in sorted({str(r["RUN_ID"]) for r in raws if r.get("RUN_ID")}):
         more, more_ignored = _matching("RUN_ID", run_id, judge, files)
         raws += more
@@ -211,7 +222,9 @@ def read_story(plan_id: str) -> tuple[list[AuditEntry], int]:
 
     The story starts with the diagnosis that proposed the plan: its run id, recorded in
     trusted entries when the plan was accepted, brings in every step of that run; and it
-    ends with the follow-up diagnosis an UNRESOLVED plan started (FOLLOW_UP_OF=).
+    ends with the follow-up diagnosis an UNRESOLVED plan started (FOLLOW_UP_OF=). The id
+    of an incident's first plan is the incident's: its story goes on with every plan
+    the executor put in the incident (INCIDENT=), in order.
     """
     uids = _opsbot_uids()
     entries, ignored = _story(plan_id, lambda raw: None if trusted(raw, uids) else UNTRUSTED)

@@ -9,6 +9,7 @@ root's approver and the operator's console (the doors onto it), above shared_io.
     approvals      root-owned approval files and every check they must pass
     windows        apply windows ([executor.apply_window]) via systemd-analyze
     verification   what opsbot-verify records, and the history that bounds new plans
+    incidents      a symptom's chain of plans: follow-ups, their incident, its cap
     policy         a plan against the allowlist and the built-in denylist
     tools          the write tools' argv builders, one module each
     preconditions  a step's ``expect`` against a unit's live state, and in words
@@ -84,6 +85,7 @@ if TYPE_CHECKING:
         waits_text,
         window_wait,
     )
+    from plans.incidents import INCIDENT_CAP, follow_up, members
     from plans.names import APPLY_PATH, APPLY_TIMER, APPLY_UNIT, EXECUTOR_UNIT, EXECUTOR_USER
     from plans.outcomes import LiveStates, Outcome, StepPreview, failed, outcome_json, preview_steps
     from plans.policy import policy_errors, step_argv
@@ -96,10 +98,13 @@ if TYPE_CHECKING:
     from plans.tools import TOOLS, argv_of
     from plans.verification import (
         VERIFY_HORIZON,
+        UnitReader,
         history_errors,
         mark_applied,
         pending,
+        read_plan_units,
         record_report,
+        unbelievable,
     )
     from plans.windows import (
         Analyzer,
@@ -180,6 +185,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "outcome_json",
         "preview_steps",
     ),
+    "plans.incidents": ("INCIDENT_CAP", "follow_up", "members"),
     "plans.policy": ("policy_errors", "step_argv"),
     "plans.polkit": ("RULE_PATH", "allowed_verbs", "privilege_mode", "render_rule", "write_rule"),
     "plans.preconditions": ("Check", "expect_words", "expectation_mismatch", "precondition_checks"),
@@ -190,10 +196,13 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "plans.tools": ("TOOLS", "argv_of"),
     "plans.verification": (
         "VERIFY_HORIZON",
+        "UnitReader",
         "history_errors",
         "mark_applied",
         "pending",
+        "read_plan_units",
         "record_report",
+        "unbelievable",
     ),
     "plans.windows": (
         "Analyzer",
@@ -231,6 +240,7 @@ __all__ = [
     "EXECUTOR_UNIT",
     "EXECUTOR_USER",
     "Expire",
+    "INCIDENT_CAP",
     "INTERRUPTED_REASON",
     "Interrupted",
     "LiveStates",
@@ -256,6 +266,7 @@ __all__ = [
     "TamperedPlan",
     "Transition",
     "TransitionRefused",
+    "UnitReader",
     "UsageError",
     "VERIFY_HORIZON",
     "WindowState",
@@ -277,10 +288,12 @@ __all__ = [
     "expect_words",
     "expectation_mismatch",
     "failed",
+    "follow_up",
     "history_errors",
     "is_sha256_prefix",
     "lifetime_ceiling",
     "mark_applied",
+    "members",
     "new_plan_id",
     "outcome_json",
     "pending",
@@ -291,6 +304,7 @@ __all__ = [
     "preview_steps",
     "privilege_mode",
     "read_approval_file",
+    "read_plan_units",
     "record_report",
     "reject",
     "rejection_path",
@@ -305,6 +319,7 @@ __all__ = [
     "step_argv",
     "systemd_analyze",
     "transition",
+    "unbelievable",
     "used_dir",
     "utcnow",
     "wait_text",

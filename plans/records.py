@@ -36,6 +36,13 @@ class PlanRecord(Model):
     plan: str
     submitted_at: datetime
     submitted_by: Provenance
+    #: The incident this plan belongs to, set by the executor (plans/incidents.py): the
+    #: first plan's id for a follow-up; None for a first plan, whose own id it is.
+    incident: PlanId | None = None
+
+    @property
+    def incident_id(self) -> str:
+        return self.incident or self.plan_id
 
 
 class Transition(Model):

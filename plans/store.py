@@ -122,8 +122,11 @@ class PlanStore:
             self._open_by_sha = index
         return self._open_by_sha
 
-    def add(self, plan: Plan, provenance: Provenance, now: datetime) -> tuple[str, str, bool]:
-        """Store ``plan``; returns (plan id, fingerprint, duplicate).
+    def add(
+        self, plan: Plan, provenance: Provenance, now: datetime, incident: str | None = None
+    ) -> tuple[str, str, bool]:
+        """Store ``plan`` (in ``incident``, a follow-up's); returns (plan id,
+        fingerprint, duplicate).
 
         A plan identical to one still open (PROPOSED or APPROVED) returns that plan's id.
         The record is durable on disk when this returns.
@@ -158,6 +161,7 @@ class PlanStore:
                     plan=canonical.decode("utf-8"),
                     submitted_at=now,
                     submitted_by=provenance,
+                    incident=incident,
                 )
                 data = record.model_dump_json().encode() + b"\n"
                 try:

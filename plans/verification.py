@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -30,7 +30,9 @@ from plans.errors import PlanError, PlanNotFound
 from plans.records import StatusRecord
 from plans.states import TransitionRefused, transition
 from plans.store import PlanStore
+from shared_io.errors import UnitStateError
 from shared_io.files import write_atomic
+from shared_io.unit_show import UnitProperties, parse_timestamp, show
 from shared_schema import (
     AwaitingPlan,
     AwaitingStep,
@@ -42,6 +44,7 @@ from shared_schema import (
     Reject,
     ReportVerification,
     Verification,
+    write_tools,
 )
 from shared_schema.plan import RESTART_BUDGET, TRIED_BEFORE
 from shared_schema.units import is_valid_plan_id
@@ -113,31 +116,119 @@ def _named_in(directory: Path, suffix: str = "") -> list[str]:
 
 def pending(store: PlanStore, now: datetime) -> list[AwaitingPlan]:
     """The APPLIED plans no verification has been recorded for, applied within
-    VERIFY_HORIZON, oldest first: those with a marker in ``verify/`` (mark_applied)."""
+    VERIFY_HORIZON, oldest first: those with a marker in ``verify/`` (mark_applied). A
+    marker no verification will ever take (its plan unreadable, not APPLIED, or applied
+    before the horizon) is removed: opsbot-verify.path starts the service again while
+    the directory holds one (DirectoryNotEmpty=), so that a plan applied while a run
+    ends is not missed."""
     out = []
     for plan_id in _named_in(store.verify):
         try:
             record = store.load(plan_id)
             status = store.status(plan_id, record)
             if status.state is not PlanState.APPLIED:
+                _unmark(store, plan_id)
                 continue
             plan = store.verified_plan(record)
         except PlanError as exc:
             log.warning("plan.unreadable", plan_id=plan_id, error=exc.message)
+            _unmark(store, plan_id)
             continue
         at = _applied_at(status)
         if at is None or now - at > VERIFY_HORIZON:
+            _unmark(store, plan_id)
             continue
         steps = [AwaitingStep(tool=s.tool, unit=s.args.unit) for s in plan.steps]
-        out.append(AwaitingPlan(plan_id=plan_id, sha256=record.sha256, steps=steps, applied_at=at))
+        out.append(
+            AwaitingPlan(
+                plan_id=plan_id,
+                sha256=record.sha256,
+                steps=steps,
+                applied_at=at,
+                symptom=plan.symptom,
+                incident=record.incident_id,
+            )
+        )
     return out
 
 
+UnitReader = Callable[[list[str]], list[UnitProperties]]
+
+
+def read_plan_units(units: list[str]) -> list[UnitProperties]:
+    """The plan's units as a VERIFIED report is checked against (systemctl show)."""
+    return show(units, ("Id", "ActiveState", "SubState", "Result", "Type", *_STARTED))
+
+
+_STARTED = ("ExecMainStartTimestamp",)
+#: A main process begun this long after the last step was not started by the plan.
+STARTED_BY_PLAN = timedelta(seconds=0.5)
+
+
+def unbelievable(
+    plan: Plan,
+    applied_at: datetime,
+    report: ReportVerification,
+    now: datetime,
+    settle_seconds: float,
+    read_units: UnitReader,
+) -> str:
+    """Why a VERIFIED ``report`` cannot be true now ("" when it can): it comes before the
+    window ended or after the horizon, it did not judge every health target of the
+    plan's symptom (or named others), or a unit of the plan is failed, not up, or was
+    started again after the last step. The health answers remain the diagnose user's
+    word; the units' states are read here."""
+    since = (now - applied_at).total_seconds()
+    if since < settle_seconds:
+        return (
+            f"a verification {since:.1f} s after the last step, before its "
+            f"{settle_seconds:g} s window ended"
+        )
+    if now - applied_at > VERIFY_HORIZON:
+        return "a verification after the horizon: the plan is no longer verified"
+    carried = sorted(plan.symptom.health) if plan.symptom else []
+    if sorted(report.targets) != carried:
+        return (
+            f"the report judged targets {', '.join(report.targets) or 'none'}; the plan's "
+            f"symptom is {', '.join(carried) or 'no target'}"
+        )
+    wanted = write_tools.expected_states([(s.tool, s.args.unit) for s in plan.steps])
+    try:
+        shown = read_units(list(wanted))
+    except UnitStateError as exc:
+        return f"the plan's units cannot be read: {exc.message}"
+    for props in shown:
+        unit = props.get("Id", "")
+        leaves = wanted.get(unit, "not-failed")
+        state = props.get("ActiveState", "")
+        if state == "failed":
+            return f"{unit} is failed"
+        if leaves != "active":
+            continue
+        oneshot_done = (
+            props.get("Type") == "oneshot"
+            and state == "inactive"
+            and props.get("Result") == "success"
+        )
+        if state != "active" and not oneshot_done:
+            return f"{unit} is {state}/{props.get('SubState', '')}, not active"
+        began = parse_timestamp(props.get("ExecMainStartTimestamp", ""))
+        if began is not None and began > applied_at + STARTED_BY_PLAN and not oneshot_done:
+            later = (began - applied_at).total_seconds()
+            return f"{unit} was started again {later:.1f} s after the last step"
+    return ""
+
+
 def record_report(
-    store: PlanStore, report: ReportVerification, by: str, now: datetime
+    store: PlanStore,
+    report: ReportVerification,
+    by: str,
+    now: datetime,
+    settle_seconds: float = 0.0,
+    read_units: UnitReader = read_plan_units,
 ) -> Recorded | Reject:
-    """Take ``report``: the plan, APPLIED and with that fingerprint, becomes VERIFIED or
-    UNRESOLVED."""
+    """Take ``report``: the plan, APPLIED and with that fingerprint, becomes VERIFIED (if
+    it can be true now: :func:`unbelievable`) or UNRESOLVED."""
     new = PlanState.VERIFIED if report.result == "verified" else PlanState.UNRESOLVED
     with store.apply_lock():
         try:
@@ -147,6 +238,19 @@ def record_report(
         if record.sha256 != report.sha256:
             return Reject(reason=f"plan {report.plan_id} has another fingerprint")
         status = store.status(report.plan_id, record)
+        applied_at = _applied_at(status)
+        if new is PlanState.VERIFIED and status.state is PlanState.APPLIED:
+            why = unbelievable(
+                store.verified_plan(record),
+                applied_at or now,
+                report,
+                now,
+                settle_seconds,
+                read_units,
+            )
+            if why:
+                log.warning("plan.verification_refused", plan_id=report.plan_id, reason=why)
+                return Reject(reason=f"VERIFIED refused for plan {report.plan_id}: {why}")
         evidence = [e for e in report.evidence if e][:20]
         verification = Verification(
             result=report.result, evidence=evidence, seconds=report.seconds, at=now, by=by

@@ -95,6 +95,8 @@ class PlanView(Model):
     approval_expires_at: AwareDatetime
     #: When it would run once approved ("at once", or the apply window that opens next).
     runs: Line = ""
+    #: For a follow-up, which attempt it is and what the one before ran ("" otherwise).
+    attempt: Line = ""
 
 
 class Link(Model):

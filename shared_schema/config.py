@@ -68,6 +68,9 @@ class ExecutorPolicy(Model):
     #: times within restart_budget_minutes, no plan may start or restart it again.
     restart_budget: Annotated[int, Field(ge=1, le=100)] = 3
     restart_budget_minutes: Annotated[int, Field(ge=1, le=7 * 24 * 60)] = 30
+    #: Plans one incident (a symptom and the follow-ups of the plans that did not cure
+    #: it) may hold: past it, a note for a human (REVISE to the diagnosis).
+    max_plans_per_incident: Annotated[int, Field(ge=1, le=10)] = 3
     #: Connections one operator may hold on the executor socket at once (the diagnose
     #: user and root are bound only by the socket's 128, 32 of which are kept for them).
     connections_per_uid: Annotated[int, Field(ge=1, le=96)] = 16

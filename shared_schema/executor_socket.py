@@ -18,7 +18,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 from shared_schema._model import Model
 from shared_schema.errors import FieldError, field_errors
 from shared_schema.messages import MAX_REPLY_BYTES, WireError, check_version, decode_json_object
-from shared_schema.plan import Plan
+from shared_schema.plan import Plan, Symptom, TargetName
 from shared_schema.states import PlanState
 from shared_schema.units import PlanId, Sha256Hex
 
@@ -81,6 +81,9 @@ class ReportVerification(Model):
     evidence: Annotated[list[Evidence], Field(max_length=20)] = []
     #: Seconds from the plan's last step to this verdict.
     seconds: Annotated[float, Field(ge=0, le=86400)] = 0.0
+    #: The health targets of the plan's symptom that were judged (all of them, for a
+    #: VERIFIED the executor believes).
+    targets: Annotated[list[TargetName], Field(max_length=16)] = []
 
 
 Request = Annotated[
@@ -157,6 +160,8 @@ class PlanSummary(Model):
     verification: Verification | None = None
     #: Set while an APPROVED plan waits for its apply window.
     waits_for_window: WindowWait | None = None
+    #: The incident the plan belongs to (the first plan's id; its own for a first plan).
+    incident: PlanId | None = None
 
 
 class PlanDetail(Model):
@@ -187,6 +192,15 @@ class AwaitingPlan(Model):
     sha256: Sha256Hex
     steps: list[AwaitingStep]
     applied_at: datetime
+    #: What the plan is meant to cure (its diagnosis's symptom): verification samples it.
+    symptom: Symptom | None = None
+    #: The incident the plan belongs to (the first plan's id of the chain).
+    incident: PlanId | None = None
+
+
+#: How far a symptom that fails late in its window may move the window's end: this many
+#: settle windows after the last step, a plan is judged (diagnose_svc/verify.py).
+SETTLE_WINDOWS_AT_MOST: Final = 3
 
 
 class Pending(Model):

@@ -18,7 +18,7 @@ from shared_schema._model import Model
 from shared_schema.canonical import canonical_json, sha256_hex
 from shared_schema.errors import FieldError, field_errors
 from shared_schema.text import Goal, Reason
-from shared_schema.units import UnitName
+from shared_schema.units import PlanId, UnitName
 from shared_schema.write_tools import WRITE_TOOL_TABLE, WRITE_TOOLS, WriteTool
 
 MAX_STEPS = 8
@@ -104,12 +104,32 @@ else:
     Step = Annotated[Union[tuple(STEP_MODELS.values())], Field(discriminator="tool")]  # noqa: UP007
 
 
+#: A health target's name, as the config's [diagnose.health.NAME] tables give it.
+TargetName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")]
+
+
+class Symptom(Model):
+    """What the operator saw, that the plan is meant to cure: the unit asked about and
+    the health targets that failed when it was diagnosed. The diagnosis's code sets it
+    from what its tools answered (never the model); verification samples it, and a
+    plan is VERIFIED only when it is gone."""
+
+    unit: UnitName
+    health: Annotated[list[TargetName], Field(max_length=16)] = []
+
+
 class Plan(Model):
-    """What diagnosis proposes and an operator approves. Any other key is an error."""
+    """What diagnosis proposes and an operator approves. Any other key is an error.
+
+    ``symptom`` and ``follows`` are hashed with the steps: an operator approves a fix
+    for a symptom, and a second attempt as the second attempt (``follows``: the plan
+    that ran and did not cure it; the executor checks it and sets the incident)."""
 
     goal: Goal
     steps: Annotated[list[Step], Field(min_length=1, max_length=MAX_STEPS)]
     stop_on_error: StrictBool = True
+    symptom: Symptom | None = None
+    follows: PlanId | None = None
 
     def canonical(self) -> bytes:
         """The bytes that are stored, fingerprinted and approved."""

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 #: What a step leaves its unit in, as verification checks it after the plan ran:
-#: ``active`` (running), ``inactive`` (stopped), or ``not-failed`` (no longer failed: said
-#: only where no other step of the plan asks more of that unit).
+#: ``active`` (running; for a ``Type=oneshot`` service without ``RemainAfterExit=``, run
+#: to a clean end: inactive with ``Result=success``, its exit status 0), ``inactive``
+#: (stopped), or ``not-failed`` (no longer failed: said only where no other step of the
+#: plan asks more of that unit).
 Leaves = Literal["active", "inactive", "not-failed"]
 
 

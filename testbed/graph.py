@@ -80,6 +80,9 @@ class Node:
     balance: bool = False
     #: Started by a socket unit of its name that listens on its port (with_socket()).
     activated: bool = False
+    #: Holds one connection to its first upstream and answers 503 once it is lost,
+    #: until restarted (node.py's ``session``: a client that keeps a dead session).
+    session: bool = False
 
     @property
     def template(self) -> str:
@@ -328,6 +331,7 @@ def node_config(graph: Graph, node: Node, **changes: object) -> str:
         "maintenance": False,
         "balance": node.balance,
         "state_dir": node.state_dir,
+        "session": node.session,
         **changes,
     }
     return json.dumps(config, indent=2) + "\n"
@@ -377,6 +381,26 @@ def with_member(graph: Graph, salt: int, *, instances: bool = False) -> tuple[Gr
     extra = {**graph.extra, "balancer": balancer.name, "member": failing}
     out = replace(graph, nodes=tuple(nodes), extra=extra)
     return out, out.node(balancer.name), out.node(failing)
+
+
+def with_session(graph: Graph) -> tuple[Graph, Node, Node]:
+    """The graph with one client that keeps a session to its backend (node.py's
+    ``session``): the deepest node with a dependency, its first dependency the backend,
+    which does not restart by itself. Killing the backend leaves the client answering
+    503 until it is restarted, after the backend is back. Returns (graph, client,
+    backend)."""
+    client = max((n for n in graph.nodes if n.deps), key=lambda n: (n.tier, n.name))
+    backend = graph.node(client.deps[0][0])
+    nodes = tuple(
+        replace(n, session=True)
+        if n.name == client.name
+        else replace(n, restart="no")
+        if n.name == backend.name
+        else n
+        for n in graph.nodes
+    )
+    out = replace(graph, nodes=nodes)
+    return out, out.node(client.name), out.node(backend.name)
 
 
 def with_job(graph: Graph, salt: int) -> tuple[Graph, Node]:

@@ -723,9 +723,9 @@ FULL_GATE: dict[Kind, tuple[int, ...]] = {
 }
 #: Of each kind's seeds, the first this many carry an acceptable plan through approval,
 #: apply and verification; the others are judged on their verdict alone (its plan is
-#: rejected): each kind's fixes are applied up to five times, its diagnosis judged on
-#: every seed, within the suite's time.
-CARRIED_PER_KIND = 5
+#: rejected): each kind's fixes are applied three times, its diagnosis judged on every
+#: seed, within the suite's time.
+CARRIED_PER_KIND = 3
 
 
 def carried(kind: Kind, seed: int) -> bool:

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import structlog
 
-from diagnose_svc.actions import CallTool, SubmitPlan
+from diagnose_svc.actions import CallTool, SubmitPlan, TriedPlan
 from diagnose_svc.errors import DiagnoseError, ExecutorError
 from diagnose_svc.observation import error_text, note_text, output_text
 from diagnose_svc.redact import Redactor
@@ -110,7 +110,11 @@ class Dispatcher:
         submitter: Submitter,
         run_id: str,
         symptom: str,
+        unit: str = "",
+        tried: tuple[TriedPlan, ...] = (),
     ) -> None:
+        self.unit = unit
+        self.tried = tried
         self.tools = tools
         self.context = context
         self.redactor = redactor
@@ -245,10 +249,32 @@ class Dispatcher:
 
     # -- plans ---------------------------------------------------------------------------
 
+    def marks(self, plan: Mapping[str, Any]) -> dict[str, Any]:
+        """What code, not the policy, writes into every plan: the symptom it is meant to
+        cure (the unit asked about and the health targets that failed in this run,
+        served by that unit, by a unit the plan acts on, or by none: a target of a unit
+        failing on its own elsewhere is not this symptom; a follow-up's, the one of the
+        plan it follows) and, for a follow-up, ``follows``. Whatever the policy wrote
+        there is replaced."""
+        if self.tried and self.tried[-1].symptom is not None:
+            last = self.tried[-1]
+            return {"symptom": dict(last.symptom or {}), "follows": last.plan_id}
+        steps = plan.get("steps")
+        acted = {self.unit, ""}
+        for step in steps if isinstance(steps, list) else []:
+            args = step.get("args") if isinstance(step, dict) else None
+            if isinstance(args, dict) and isinstance(args.get("unit"), str):
+                acted.add(args["unit"])
+        failing = self.ledger.failing_health
+        health = sorted(t for t, unit in failing.items() if unit in acted)[:16]
+        symptom = {"unit": self.unit, "health": health} if self.unit else None
+        # (A plan tried before symptoms were carried opens an incident of its own.)
+        return {"symptom": symptom, "follows": None}
+
     def submit(self, action: SubmitPlan) -> tuple[Answer, Accepted | Refused | None]:
         """Validate, check readiness and submit ``action``'s plan. The answer, and how the
         run ends because of it (None: it goes on)."""
-        raw: dict[str, Any] = dict(action.plan)
+        raw: dict[str, Any] = {**action.plan, **self.marks(action.plan)}
         parsed = parse_plan(raw)
         if not isinstance(parsed, Plan):
             problems = "\n".join(f"- {error}" for error in parsed)

@@ -37,6 +37,9 @@ class Ledger:
     tried: set[Look] = field(default_factory=set)
     answered: set[Look] = field(default_factory=set)
     pointed_at: dict[str, None] = field(default_factory=dict)
+    #: Health targets that failed at some look of this run, with the unit each is served
+    #: by ("" for none): the symptom a plan carries is made of these.
+    failing_health: dict[str, str] = field(default_factory=dict)
 
     def _add(self, step: int, tool: str, args: dict[str, Any], summary: str, error: bool) -> None:
         shown, _ = self.redactor.value(args)
@@ -61,6 +64,9 @@ class Ledger:
                 self.answered.add(Look(args.gives, name))
         for unit in output.related_units():
             self.pointed_at.setdefault(unit, None)
+        failing = output.failing_target()
+        if failing:
+            self.failing_health.setdefault(*failing)
         self._add(step, tool, shown_args, summary, error=False)
 
     def error(

@@ -137,6 +137,8 @@ class _Run:
             submitter=submitter,
             run_id=run_id,
             symptom=self.symptom,
+            unit=unit,
+            tried=tried,
         )
         self.transcript = Transcript(unit=unit, symptom=self.symptom, tried=tried)
         self.step = 0

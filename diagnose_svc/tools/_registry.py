@@ -110,6 +110,11 @@ class ToolOutput(BaseModel):
         (a unit's own name when it was asked for by an alias)."""
         return []
 
+    def failing_target(self) -> tuple[str, str] | None:
+        """The health target this answer saw fail and the unit that serves it ("" for
+        none); None for any other answer."""
+        return None
+
 
 T = TypeVar("T")
 

@@ -62,6 +62,9 @@ class HealthResult(ToolOutput):
             )
         return f"health target {self.target}{served}: {self.outcome}: {self.error}"
 
+    def failing_target(self) -> tuple[str, str] | None:
+        return None if self.outcome == "ok" else (self.target, self.unit or "")
+
     def related_units(self) -> list[str]:
         return [self.unit] if self.unit else []
 

@@ -23,7 +23,11 @@ every answer take 5 s (a slow service, in memory until it restarts). Environment
 NODE_MODE must be "prod" or "dev", else it exits 1 at once saying so; NODE_CRASH_AFTER=N
 makes it exit 1 N seconds after it is ready (a fix that cannot hold);
 NODE_NEEDS_UPSTREAMS=1 makes it exit 1 at start when an upstream refuses a connection (a
-client that loops under Restart=always while its backend is down). Socket-activated, it
+client that loops under Restart=always while its backend is down). ``session`` (true in
+the config): it holds one connection to its first upstream, opened at start (tried
+again until it opens); once that connection is lost (the backend died), every answer is
+503 "lost its session" until the node is restarted, whatever the backend does meanwhile
+(a client that keeps a dead session, as some do). Socket-activated, it
 serves on the socket systemd passes (fd 3); under WatchdogSec= it pings the watchdog.
 """
 
@@ -76,6 +80,7 @@ def load(path: str) -> dict[str, Any]:
 class State:
     config: dict[str, Any] = {}
     slow = False
+    session = ""  # "open", then "lost" (config "session")
 
 
 def get(port: int, path: str, timeout: float) -> int:
@@ -113,6 +118,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             time.sleep(SLOW_SECONDS)
         config = State.config
         timeout = float(config.get("upstream_timeout", 1.5))
+        if config.get("session") and State.session != "open":
+            why = "lost its session to" if State.session == "lost" else "has no session yet to"
+            self.reply(503, f"{config['name']} {why} :{config['upstreams'][0]}\n")
+            return
         if self.path == "/healthz":
             if config.get("maintenance"):
                 self.reply(503, "in maintenance\n")
@@ -137,6 +146,27 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.reply(status if status != 200 else 200, f"proxied: {status}\n")
             return
         self.reply(200, f"hello from {config['name']}\n")
+
+
+def hold_session(name: str, port: int) -> None:
+    """Open one connection to 127.0.0.1:PORT (again and again until it opens) and keep
+    it; when the peer closes it, the session is lost for good."""
+    while True:
+        try:
+            sock = socket.create_connection(("127.0.0.1", port), timeout=1.0)
+            break
+        except OSError:
+            time.sleep(0.5)
+    sock.settimeout(None)
+    State.session = "open"
+    print(f"{name}: session to :{port} open", flush=True)
+    try:
+        while sock.recv(1024):
+            pass
+    except OSError:
+        pass
+    State.session = "lost"
+    print(f"{name}: lost its session to :{port}; answering 503 until restarted", flush=True)
 
 
 def main() -> int:
@@ -228,6 +258,9 @@ def main() -> int:
             os._exit(1)
 
         threading.Thread(target=crash, daemon=True).start()
+    if config.get("session") and config["upstreams"]:
+        session = (config["name"], int(config["upstreams"][0]))
+        threading.Thread(target=hold_session, args=session, daemon=True).start()
     server.serve_forever()
     return 0
 

@@ -91,6 +91,15 @@ def generated_summary(records: Sequence[CaseRecord]) -> dict[str, Any]:
         "verified": sum(r.verification == "VERIFIED" for r in records),
         "unresolved": sum(r.verification == "UNRESOLVED" for r in records),
         "verification_wrong": sum(bool(r.verify_problem) for r in records),
+        # Each carried plan opens an incident; an UNRESOLVED one has a follow-up plan
+        # (not carried) when its follow-up diagnosis proposed one.
+        "incidents": sum(bool(r.verification) for r in records),
+        "incidents_verified": sum(r.verification == "VERIFIED" for r in records),
+        "plans_per_incident": round(
+            sum(1 + r.follow_up.startswith("plan") for r in records if r.verification)
+            / max(1, sum(bool(r.verification) for r in records)),
+            2,
+        ),
         "median_seconds_last_step_to_verification": _median(
             [r.verify_seconds for r in records if r.verification]
         ),
@@ -248,7 +257,9 @@ def table(records: Records) -> list[str]:
         lines.append(
             f"verification: {s['verified']} VERIFIED, {s['unresolved']} UNRESOLVED, "
             f"{s['verification_wrong']} wrong; median "
-            f"{s['median_seconds_last_step_to_verification']:g} s from last step to verdict"
+            f"{s['median_seconds_last_step_to_verification']:g} s from last step to verdict; "
+            f"incidents: {s['incidents_verified']} of {s['incidents']} VERIFIED by their first "
+            f"plan, {s['plans_per_incident']:g} plans per incident"
         )
     for r in records.daily:
         lines.append(

@@ -5,7 +5,7 @@ Each case (testbed/graph_faults.py) builds a graph from its seed (2 to 4 tiers, 
 fan-out, random names, ports, dependency kinds and unit makes), injects one fault of the
 taxonomy at a random node, asks opsbot as an operator would, and judges the verdict
 against the answer derived from the graph and the fault by construction. The plans of
-the first five seeds of each kind (graph_faults.CARRIED_PER_KIND) are approved and
+the first three seeds of each kind (graph_faults.CARRIED_PER_KIND) are approved and
 applied by opsbot-apply.path; health must then hold through opsbot-verify's window and
 opsbot-verify must end the plan VERIFIED; where the fix cannot hold (relapse),
 UNRESOLVED, with one follow-up diagnosis that does not propose the same steps. The

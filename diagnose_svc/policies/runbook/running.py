@@ -1,8 +1,9 @@
 """A root that runs but fails: a reload that failed (a note: it runs the previous
 configuration), a process that is stopped or does not answer (restarted, pinned to its
 invocation), connections refused (its port held by another process, or a note), answers
-of errors after a file it was started with changed (reloaded), or else its own fault (a
-note)."""
+of errors after a file it was started with changed (reloaded), answers of errors while
+a dependency it reaches was started again after it was (restarted: it may hold a
+session to the instance that went away), or else its own fault (a note)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,9 @@ def decide_running(view: View, root: str, status: UnitStatus) -> Human | Fix:
     reloaded = _load_changed(view, root, status, bad)
     if reloaded is not None:
         return reloaded
+    came_back = _dependency_came_back(view, root, status, bad)
+    if came_back is not None:
+        return came_back
     first = bad[0] if bad else None
     what = f"health target {first.target} {health_words(first)}" if first else "it fails"
     return Human(
@@ -111,6 +115,40 @@ def _load_changed(view: View, root: str, status: UnitStatus, bad: list[HealthRes
         ],
         f"{'Reload' if status.can_reload else 'Restart'} {root} to load its changed configuration",
     )
+
+
+def _dependency_came_back(
+    view: View, root: str, status: UnitStatus, bad: list[HealthResult]
+) -> Fix | None:
+    """It answers errors while every dependency is up, and one of them was started
+    again after it was: it went away and came back under it, and a client that holds a
+    connection or a session to it (a pool, a login, a prepared statement) keeps the
+    dead one until it is restarted. Facts only: the two start times, both read now."""
+    began = status.exec_main_start_timestamp
+    if began is None or not bad:
+        return None
+    for dep in view.deps(root):
+        dep_status = view.status(dep)
+        if dep_status is None or dep_status.active_state != "active":
+            continue
+        again = dep_status.exec_main_start_timestamp
+        if again is None or again <= began:
+            continue
+        return Fix(
+            [
+                step(
+                    "restart_unit",
+                    root,
+                    pinned(status),
+                    f"{root} answers {bad[0].status or bad[0].outcome} while its dependencies "
+                    f"are up, and {dep} was started again at {again:%H:%M:%S} UTC, after "
+                    f"{root} started ({began:%H:%M:%S} UTC): {root} may still hold its "
+                    f"connections to the {dep} that went away.",
+                )
+            ],
+            f"Restart {root}, whose dependency {dep} came back under it",
+        )
+    return None
 
 
 def _last_loaded(view: View, root: str, status: UnitStatus) -> datetime | None:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from opsbot_cli.follow import follow
+from opsbot_cli.follow import follow, next_plan
 from plans import PlanStore, StatusRecord
 from shared_schema import PlanState
-from tests.unit.plans.helpers import plan_of, submitted
+from tests.unit.plans.helpers import DIAGNOSE, NOW, plan_of, submitted
 
 
 class Clock:
@@ -63,3 +63,24 @@ def test_follow_gives_up_at_its_deadline(tmp_path: Path) -> None:
     followed = follow(store, record.plan_id, timeout=5, clock=clock, sleep=sleep)
     assert not followed.ended and followed.status.state == PlanState.PROPOSED
     assert 5 <= clock.now < 6
+
+
+def test_the_next_plan_of_an_incident_is_found_and_nothing_else_waits(tmp_path: Path) -> None:
+    """After an UNRESOLVED plan, ``approve --wait`` looks for the follow-up plan the
+    executor put in its incident: found when it is stored; none (at once) when
+    opsbot-verify no longer runs and none came; another incident's plan is not it."""
+    store = PlanStore(tmp_path)
+    store.ensure()
+    first = submitted(store, plan_of(goal="start ledger")).plan_id
+    submitted(store, plan_of(goal="another symptom"))  # its own incident
+    looks = []
+
+    def running() -> bool:
+        looks.append(1)
+        return False
+
+    assert next_plan(store, first, timeout=60, running=running) is None
+    assert looks == [1]  # opsbot-verify is done: no wait
+    follow_up = plan_of(goal="restart web")
+    second, _, _ = store.add(follow_up, DIAGNOSE, NOW, incident=first)
+    assert next_plan(store, first, timeout=60, running=running) == second

@@ -1196,3 +1196,36 @@ def test_a_member_down_three_edges_below_the_front_is_found_without_reading_the_
     host.health["site"] = health("site", "front.service", "ok", status=200)
     verdict, _ = diagnose(host, "front.service", config)
     assert steps_of(verdict) == [("start_unit", "m2.service", {"active_state": ["failed"]})]
+
+
+def _db_started(at: str) -> str:
+    """db.service up and running, its main process started at ``at`` (HH:MM:SS)."""
+    return APP_ALONE.replace("app.service", "db.service").replace(
+        "ExecMainStartTimestamp=Sun 2026-11-29 21:44:38.590102 UTC",
+        f"ExecMainStartTimestamp=Sun 2026-11-29 {at}.000000 UTC",
+    )
+
+
+@pytest.mark.parametrize(("db_started", "restarted"), [("21:50:00", True), ("21:40:00", False)])
+def test_a_client_whose_dependency_came_back_under_it_is_restarted(
+    db_started: str, restarted: bool
+) -> None:
+    """app answers 503 while db, which it needs, is up: db was started again at 21:50,
+    after app started (21:44): app may hold its connections to the db that went away,
+    so restart app, pinned. With db up since before app started, nothing came back
+    under it: an application error, a note."""
+    config = settings(web=("http://127.0.0.1/", "app.service"))
+    host = (
+        RecordedHost(health={"web": health("web", "app.service", "unexpected_status", 503)})
+        .add(recorded.APP_SHOW, recorded.APP_JOURNAL)
+        .add(_db_started(db_started), [])
+    )
+    verdict, _ = diagnose(host, "app.service", config)
+    if restarted:
+        assert steps_of(verdict) == [("restart_unit", "app.service", PINNED)]
+        assert isinstance(verdict, PlanVerdict)
+        assert "db.service was started again at 21:50:00 UTC" in (
+            verdict.plan.steps[0].reason or ""
+        )
+    else:
+        assert cause_of(verdict) == ("app_error", "app.service")

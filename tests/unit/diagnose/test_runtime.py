@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import structlog
 
-from diagnose_svc.actions import CallTool, FinalNote, Proposal, SubmitPlan
+from diagnose_svc.actions import CallTool, FinalNote, Proposal, SubmitPlan, TriedPlan
 from diagnose_svc.errors import ExecutorUnavailable, PolicyError, UsageError
 from diagnose_svc.events import Event, FinishedEvent, StartedEvent, StepEvent
 from diagnose_svc.executor_client import ExecutorClient
@@ -30,6 +30,7 @@ from tests.unit.diagnose.helpers import (
     RepeatingPolicy,
     ScriptedPolicy,
     accept,
+    health,
 )
 
 SETTINGS = DiagnoseSettings()
@@ -285,6 +286,9 @@ def test_revise_loop_then_accept() -> None:
             }
         ],
         "stop_on_error": True,
+        # Written by the runtime, not the policy: the unit asked about and the health
+        # targets that failed in this run (none was probed here).
+        "symptom": {"unit": "killed.service", "health": []},
     }
     assert (run_id, symptom) == ("run-1", "killed is down")
 
@@ -442,3 +446,46 @@ def test_executor_unavailable_is_a_diagnose_error() -> None:
     error = ExecutorUnavailable("executor socket /run/x.sock: does not exist", hint="start it")
     assert error.message.endswith("does not exist") and error.hint == "start it"
     assert str(error) == "executor socket /run/x.sock: does not exist (start it)"
+
+
+def test_the_plan_carries_the_symptom_the_runtime_saw_not_one_the_policy_wrote() -> None:
+    """The health target web (killed's) failed in this run: the submitted plan's symptom
+    is the unit asked about and that target, whatever symptom the policy wrote into its
+    plan; the failing target of a unit the plan does not touch (db's, failing on its
+    own) is not this symptom."""
+    recorded_host = host()
+    recorded_host.health["web"] = health("web", "killed.service", "connection_refused")
+    recorded_host.health["reports"] = health("reports", "db.service", "connection_refused")
+    forged = restart_plan()
+    forged.plan["symptom"] = {"unit": "other.service", "health": []}
+    forged.plan["follows"] = "20261129-213500-0000beef"
+    submitter = FakeSubmitter([accept()])
+    policy = ScriptedPolicy(
+        [
+            CallTool(tool="http_get_health", args={"target": "web"}),
+            CallTool(tool="http_get_health", args={"target": "reports"}),
+            status_call(),
+            forged,
+        ]
+    )
+    verdict = run(policy, submitter, tools=recorded_host.tools())
+    assert isinstance(verdict, PlanVerdict)
+    [(sent, _, _)] = submitter.submitted
+    assert sent["symptom"] == {"unit": "killed.service", "health": ["web"]}
+    assert "follows" not in sent
+
+
+def test_a_follow_up_plan_carries_the_symptom_of_the_plan_it_follows() -> None:
+    """A follow-up diagnosis (of the unit that did not come back) submits its plan with
+    ``follows`` the plan that was tried and that plan's symptom, unchanged."""
+    tried = TriedPlan(
+        plan_id="20261129-214000-0a1b2c3d",
+        steps=(("start_unit", "db.service"),),
+        symptom={"unit": "web.service", "health": ["web"]},
+    )
+    submitter = FakeSubmitter([accept()])
+    verdict = run(ScriptedPolicy([status_call(), restart_plan()]), submitter, tried=[tried])
+    assert isinstance(verdict, PlanVerdict)
+    [(sent, _, _)] = submitter.submitted
+    assert sent["follows"] == "20261129-214000-0a1b2c3d"
+    assert sent["symptom"] == {"unit": "web.service", "health": ["web"]}

@@ -1,7 +1,8 @@
 """opsbot-verify's judgement, on recorded systemd states that change as the clock moves:
-a plan is VERIFIED only when its units stay up and their health targets answer at the
-end of the settle window; a unit that fails again, keeps being restarted by systemd, or
-never becomes active makes it UNRESOLVED, with what was seen."""
+a plan is VERIFIED only when its units stay up and the health targets of its symptom
+and of its units answered well through the last settle window; a unit that fails
+again, keeps being restarted by systemd, or never becomes active, or a symptom still
+there, makes it UNRESOLVED, with what was seen."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from diagnose_svc.tools import (
     make_tool,
 )
 from diagnose_svc.verify import Verifier, expected_states, tried_plan
-from shared_schema import AwaitingPlan, AwaitingStep, DiagnoseSettings, HealthTarget
+from shared_schema import AwaitingPlan, AwaitingStep, DiagnoseSettings, HealthTarget, Symptom
 from tests.unit.diagnose import recorded
 from tests.unit.diagnose.helpers import RecordedHost, health
 
@@ -88,16 +89,57 @@ def verify(timeline: Timeline, awaiting: AwaitingPlan | None = None) -> object:
     return watch
 
 
-def test_a_unit_that_stays_up_and_answers_is_verified_at_the_end_of_the_window() -> None:
-    """Running all along, its health target answering 200 after 3 s: VERIFIED at the end of
-    the 10 s window, with its state and the answer as evidence."""
+def test_a_unit_that_stays_up_and_answers_is_verified_after_a_whole_window_of_good_answers() -> (
+    None
+):
+    """Running all along, its health target refusing for 3 s and then answering 200:
+    VERIFIED once 10 s of good answers followed the last bad one (not at the end of the
+    first window, which held bad answers), with its state and the answers as evidence."""
     timeline = Timeline([RUNNING], health_ok_from=3.0)  # health takes 3 s to come back
     watch = verify(timeline)
     report = watch.report()  # type: ignore[attr-defined]
     assert report.result == "verified"
-    assert 10.0 <= report.seconds <= 11.0
+    assert 12.0 <= report.seconds <= 13.0
     assert report.evidence[0].startswith("app.service is active/running (NRestarts=0")
-    assert report.evidence[-1] == "health target app answered 200"
+    assert report.evidence[-1] == "health target app answered connection_refused x3, then 200 x10"
+
+
+def test_a_plan_right_for_its_unit_but_not_for_the_symptom_is_unresolved() -> None:
+    """The diagnosis of web's 503 started db.service; db comes up and stays up, but web
+    (which the plan did not touch) keeps answering 503: the symptom the plan carries is
+    still there, so UNRESOLVED, naming web's target and its answers, and the follow-up
+    is about web.service."""
+    timeline = Timeline([RUNNING.replace("app.service", "db.service")])
+    settings = DiagnoseSettings(
+        health={
+            "db": HealthTarget.model_validate(
+                {"url": "http://127.0.0.1:5432/", "unit": "db.service"}
+            ),
+            "web": HealthTarget.model_validate({"url": "http://127.0.0.1/", "unit": "web.service"}),
+        }
+    )
+
+    def http_get_health(args: HealthArgs, context: ToolContext) -> HealthResult:
+        """db answers, web keeps its 503."""
+        if args.target == "db":
+            return health("db", "db.service", "ok", 200)
+        return health("web", "web.service", "unexpected_status", 503)
+
+    tools = {**timeline.tools(), "http_get_health": make_tool(HealthArgs, http_get_health)}
+    awaiting = plan(("start_unit", "db.service")).model_copy(
+        update={"symptom": Symptom(unit="web.service", health=["web"])}
+    )
+    verifier = Verifier(settings, tools, now=timeline.now, sleep=timeline.sleep)  # type: ignore[arg-type]
+    [watch] = verifier.watch([awaiting], SETTLE)
+    report = watch.report()
+    assert report.result == "unresolved"
+    assert report.evidence[0].startswith(
+        "the symptom is still there: health target web failed to answer as expected"
+    )
+    assert "health target web answered 503 x31" in report.evidence
+    assert "health target db answered 200 x31" in report.evidence
+    assert watch.failing_unit == "web.service"
+    assert 29.0 <= report.seconds <= 31.0  # three windows: the most a symptom may take
 
 
 def test_a_unit_that_fails_again_is_unresolved_at_once() -> None:
@@ -145,7 +187,8 @@ def test_a_health_target_that_still_fails_makes_it_unresolved() -> None:
     watch = verify(Timeline([RUNNING], health_ok_from=60.0))
     report = watch.report()  # type: ignore[attr-defined]
     assert report.result == "unresolved"
-    assert report.evidence[-1].startswith("health target app still fails: health target app")
+    assert report.evidence[0].startswith("the symptom is still there: health target app failed")
+    assert report.evidence[-1] == "health target app answered connection_refused x31"
 
 
 def test_a_stopped_unit_is_expected_inactive() -> None:

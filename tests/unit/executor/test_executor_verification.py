@@ -2,6 +2,7 @@
 report makes it VERIFIED or UNRESOLVED (and nothing else), and opsbot's own history
 bounds what a new plan may do: the restart budget, and steps already tried."""
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from executor_svc.apply import Applier
 from executor_svc.peer import Peer, Role
 from executor_svc.service import ExecutorService
 from plans import PlanStore
+from shared_io.unit_show import UnitProperties
 from shared_schema import (
     Accept,
     ExecutorPolicy,
@@ -39,9 +41,40 @@ DIAGNOSE = Peer(pid=4242, uid=998, gid=998, user="opsbot-diagnose", role=Role.DI
 OPERATOR = Peer(pid=4343, uid=1000, gid=1000, user="olivia", role=Role.OPERATOR)
 
 
+class Units:
+    """What ``systemctl show`` says of the plan's units when a report comes: up since
+    before the apply, unless a test says otherwise."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.state = "active"
+        self.started = clock() - timedelta(seconds=1)
+
+    def __call__(self, units: list[str]) -> list[UnitProperties]:
+        return [
+            UnitProperties(
+                unit,
+                {
+                    "Id": unit,
+                    "ActiveState": self.state,
+                    "SubState": "running" if self.state == "active" else "failed",
+                    "Type": "simple",
+                    "Result": "success",
+                    "ExecMainStartTimestamp": f"{self.started:%a %Y-%m-%d %H:%M:%S.%f} UTC",
+                },
+            )
+            for unit in units
+        ]
+
+
 @pytest.fixture
-def service(store: PlanStore, approvals_dir: Path, clock: Clock) -> ExecutorService:
-    return ExecutorService(store, POLICY, clock, approvals_dir)
+def units(clock: Clock) -> Units:
+    return Units(clock)
+
+
+@pytest.fixture
+def service(store: PlanStore, approvals_dir: Path, clock: Clock, units: Units) -> ExecutorService:
+    return ExecutorService(store, POLICY, clock, approvals_dir, read_units=units)
 
 
 def applied(
@@ -85,6 +118,50 @@ def test_an_applied_plan_waits_for_verification_and_is_marked_for_the_path_unit(
     assert [(p.plan_id, p.sha256) for p in pending.plans] == [(plan_id, sha)]
     assert [(s.tool, s.unit) for s in pending.plans[0].steps] == [("restart_unit", "nginx.service")]
     assert pending.settle_seconds == POLICY.settle_seconds
+
+
+@pytest.mark.parametrize(
+    ("scene", "refusal"),
+    [
+        ("at once", "a verification 0.0 s after the last step, before its 10 s window ended"),
+        ("unit dead", "nginx.service is failed"),
+        ("restarted", "nginx.service was started again 5.0 s after the last step"),
+        ("other targets", "the report judged targets web; the plan's symptom is no target"),
+    ],
+)
+def test_a_verified_report_that_cannot_be_true_is_refused_and_the_plan_still_waits(
+    store: PlanStore,
+    approvals_dir: Path,
+    clock: Clock,
+    service: ExecutorService,
+    units: Units,
+    scene: str,
+    refusal: str,
+) -> None:
+    """The diagnose user's uid says VERIFIED where it cannot be: at once after the apply,
+    while the unit is dead, after systemd started it again, or about targets the plan
+    does not carry. The executor reads the units itself and refuses, naming why; the
+    plan stays APPLIED and a true report later still ends it."""
+    plan_id, sha = applied(store, approvals_dir, clock)
+    forged = report(plan_id, sha)
+    if scene != "at once":
+        clock.advance(11)
+    if scene == "unit dead":
+        units.state = "failed"
+    if scene == "restarted":
+        units.started = clock() - timedelta(seconds=6)
+    if scene == "other targets":
+        forged = forged.model_copy(update={"targets": ["web"]})
+    answer = service.handle(forged, DIAGNOSE)
+    assert isinstance(answer, Reject)
+    assert answer.reason == f"VERIFIED refused for plan {plan_id}: {refusal}"
+    assert store.status(plan_id).state is S.APPLIED
+    assert (store.verify / plan_id).exists()
+    units.state, units.started = "active", clock() - timedelta(seconds=60)
+    clock.advance(11)
+    assert service.handle(report(plan_id, sha), DIAGNOSE) == Recorded(
+        plan_id=plan_id, state=S.VERIFIED
+    )
 
 
 @pytest.mark.parametrize(
@@ -271,3 +348,16 @@ def test_plans_approved_together_cannot_overspend_the_budget_at_apply(
     assert sorted(s.state for s in statuses) == [S.APPLIED, S.APPLIED, S.APPLIED, S.STALE]
     [stale] = [s for s in statuses if s.state is S.STALE]
     assert stale.reason.startswith("restart budget spent")
+
+
+def test_a_marker_no_verification_will_take_is_removed(
+    store: PlanStore, approvals_dir: Path, clock: Clock, service: ExecutorService
+) -> None:
+    """opsbot-verify.path starts the service while verify/ holds a marker: one whose plan
+    was applied before the horizon is removed when the plans are asked for (else the
+    path unit would start the service again and again)."""
+    plan_id, _ = applied(store, approvals_dir, clock)
+    clock.advance(2 * 3600)
+    pending = service.handle(PendingVerification(), DIAGNOSE)
+    assert isinstance(pending, Pending) and pending.plans == []
+    assert not (store.verify / plan_id).exists()

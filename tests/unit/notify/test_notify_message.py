@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import shlex
 
+from approver_svc.view import attempt_words
 from notify_svc.message import render, subject
+from shared_schema import Plan
 from tests.unit.notify.test_notify_support import PLAN_ID, SHA256, notice, plan_view, token
 
 BASE = "https://ops.example.com/opsbot"
@@ -148,3 +150,25 @@ def test_the_subject_names_every_unit() -> None:
     """Two units are both in the subject (and the email's Subject)."""
     plan = plan_view(units=["app.service", "db.service"])
     assert "for app.service, db.service on web1" in subject(plan)
+
+
+def test_a_follow_up_says_which_attempt_it_is_and_what_did_not_cure_it() -> None:
+    """The second plan of an incident reads as the second attempt: for which symptom,
+    and what the first ran; the page's view and the webhook carry the same words."""
+    first = Plan.model_validate(
+        {
+            "goal": "start ledger",
+            "steps": [{"tool": "start_unit", "args": {"unit": "ledger.service"}}],
+            "symptom": {"unit": "web.service", "health": ["web"]},
+        }
+    )
+    second = first.model_copy(update={"follows": "20261201-183000-1a2b3c4d", "goal": "restart web"})
+    words = attempt_words(second, first, 2)
+    assert words == (
+        "second attempt for web.service (health target web failing): plan "
+        "20261201-183000-1a2b3c4d (start_unit ledger.service) did not cure it"
+    )
+    assert attempt_words(first, None, 1) == ""
+    message = render(notice(plan_view(attempt=words)), "alice", BASE)
+    assert f"This is the {words}." in message.text
+    assert message.document["attempt"] == words
