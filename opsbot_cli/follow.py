@@ -69,9 +69,9 @@ def next_plan(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> str | None:
-    """The follow-up plan the executor put in ``plan_id``'s incident after it, waited for
-    while opsbot-verify runs (its follow-up diagnosis), up to ``timeout`` seconds; None
-    when none came (no follow-up, or one that ended in a note)."""
+    """The follow-up of ``plan_id`` (the plan of its incident that follows it), waited
+    for while opsbot-verify runs (its follow-up diagnosis), up to ``timeout`` seconds;
+    None when none came (no follow-up, or one that ended in a note)."""
     deadline = clock() + timeout
     try:
         incident = store.load(plan_id).incident_id
@@ -79,11 +79,11 @@ def next_plan(
         return None
     while True:
         for other in store.ids():
-            if other <= plan_id:
-                continue
             try:
-                if store.load(other).incident_id == incident:
-                    return other
+                record = store.load(other)
+                if other != plan_id and record.incident_id == incident:
+                    if store.verified_plan(record).follows == plan_id:
+                        return other
             except OpsbotError:
                 continue
         if clock() >= deadline or not running():

@@ -119,15 +119,17 @@ class Symptom(Model):
 
 
 class Plan(Model):
-    """What diagnosis proposes and an operator approves. Any other key is an error.
+    """What diagnosis proposes and an operator approves. Any other key is an error."""
 
-    ``symptom`` and ``follows`` are hashed with the steps: an operator approves a fix
-    for a symptom, and a second attempt as the second attempt (``follows``: the plan
-    that ran and did not cure it; the executor checks it and sets the incident)."""
+    # (The docstring is the description a hosted model is shown: kept word for word.)
 
     goal: Goal
     steps: Annotated[list[Step], Field(min_length=1, max_length=MAX_STEPS)]
     stop_on_error: StrictBool = True
+    # Hashed with the steps: an operator approves a fix for a symptom, and a second
+    # attempt as the second attempt (``follows``: the plan that ran and did not cure it;
+    # the executor checks it and sets the incident). Written by the diagnosis's runtime,
+    # never shown to the model (diagnose_svc/policies/prompt.py).
     symptom: Symptom | None = None
     follows: PlanId | None = None
 

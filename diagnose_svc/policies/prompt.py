@@ -92,6 +92,20 @@ def task(transcript: Transcript) -> str:
     return text
 
 
+#: What the runtime writes into every plan (the symptom and the plan it follows): not
+#: the model's to choose, so not in the schema it is shown.
+WRITTEN_BY_RUNTIME = ("symptom", "follows")
+
+
+def plan_schema() -> dict[str, Any]:
+    """The plan's JSON schema as the model sees it: without the runtime's fields."""
+    schema = Plan.model_json_schema()
+    for name in WRITTEN_BY_RUNTIME:
+        schema["properties"].pop(name, None)
+    schema["$defs"].pop("Symptom", None)
+    return schema
+
+
 def finishing_tools() -> list[ToolSpec]:
     """The two tools that end a run."""
     return [
@@ -99,7 +113,7 @@ def finishing_tools() -> list[ToolSpec]:
             SUBMIT_PLAN,
             "Finish by proposing a plan of executor actions for an operator to approve. "
             "The arguments are the plan itself.",
-            Plan.model_json_schema(),
+            plan_schema(),
         ),
         ToolSpec(
             FINAL_NOTE,

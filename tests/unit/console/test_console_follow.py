@@ -81,6 +81,6 @@ def test_the_next_plan_of_an_incident_is_found_and_nothing_else_waits(tmp_path: 
 
     assert next_plan(store, first, timeout=60, running=running) is None
     assert looks == [1]  # opsbot-verify is done: no wait
-    follow_up = plan_of(goal="restart web")
+    follow_up = plan_of(goal="restart web").model_copy(update={"follows": first})
     second, _, _ = store.add(follow_up, DIAGNOSE, NOW, incident=first)
     assert next_plan(store, first, timeout=60, running=running) == second

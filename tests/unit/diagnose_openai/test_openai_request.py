@@ -36,7 +36,8 @@ def test_tools_offered_are_visible_tools_plus_finishing_tools(
     server: ScriptedOpenAI, make_policy: MakePolicy, transcript: Transcript
 ) -> None:
     """tools holds each visible read tool as a function (name, docstring, schema) followed
-    by submit_plan, whose parameters are the Plan JSON schema, and final_note."""
+    by submit_plan, whose parameters are the Plan JSON schema without what the runtime
+    writes (the symptom, the plan followed: not the model's to choose), and final_note."""
     server.add(ToolCall("final_note", {"text": "ok"}))
 
     make_policy(server.base_url).propose(transcript, [UNIT_STATUS, JOURNAL])
@@ -51,7 +52,13 @@ def test_tools_offered_are_visible_tools_plus_finishing_tools(
             "parameters": dict(UNIT_STATUS.parameters),
         },
     }
-    assert tools[2]["function"]["parameters"] == Plan.model_json_schema()
+    shown = tools[2]["function"]["parameters"]
+    whole = Plan.model_json_schema()
+    assert set(whole["properties"]) - set(shown["properties"]) == {"symptom", "follows"}
+    assert {k: v for k, v in whole["properties"].items() if k in shown["properties"]} == (
+        shown["properties"]
+    )
+    assert "Symptom" not in json.dumps(shown)
     assert tools[3]["function"]["parameters"]["required"] == ["text"]
 
 

@@ -157,3 +157,33 @@ def test_any_change_to_any_field_changes_the_fingerprint(
     to an edited plan."""
     kind, changed = _mutate(data, draw)
     assert valid(changed).fingerprint() != valid(data).fingerprint(), kind
+
+
+def test_the_symptom_and_the_plan_followed_are_hashed_with_the_steps() -> None:
+    """Golden: a follow-up's symptom and ``follows`` are in the canonical bytes (sorted
+    like every key), so an approval of the second attempt names that attempt: another
+    symptom, another plan followed or none, each gives another fingerprint; a plan
+    without them keeps the bytes it always had."""
+    follow_up = {
+        **GOLDEN_PLAN,
+        "symptom": {"unit": "web.service", "health": ["web"]},
+        "follows": "20261129-213500-1a2b3c4d",
+    }
+    plan = valid(follow_up)
+    assert (
+        plan.canonical()
+        == (
+            '{"follows":"20261129-213500-1a2b3c4d",'
+            + GOLDEN_BYTES.decode()[1:-1]
+            + ',"symptom":{"health":["web"],"unit":"web.service"}}'
+        ).encode()
+    )
+    others = [
+        {**follow_up, "symptom": {"unit": "web.service", "health": []}},
+        {**follow_up, "symptom": {"unit": "api.service", "health": ["web"]}},
+        {**follow_up, "follows": "20261129-213500-1a2b3c4e"},
+        {k: v for k, v in follow_up.items() if k != "follows"},
+    ]
+    prints = {valid(o).fingerprint() for o in others} | {plan.fingerprint()}
+    assert len(prints) == len(others) + 1
+    assert GOLDEN_SHA256 not in prints and valid(GOLDEN_PLAN).fingerprint() == GOLDEN_SHA256
