@@ -3,7 +3,8 @@ peer's uid may ask it): ``announce``, ``view`` and ``decide``.
 
 Every request that names a token looks it up first, before reading anything else: an
 unknown, used or expired token costs one hash and a dictionary lookup. ``decide`` then
-checks the approver's TOTP code (each code once; wrong ones bounded), then the plan:
+checks the approver's TOTP code (each code once; wrong ones bounded) and the link's
+confirmation (the code was typed for this link's decision), then the plan:
 its stored record must still have the sha256 the token was minted for, and the
 executor's own ``plan.accepted`` journal entry must name it, and the plan must still
 wait (PROPOSED, not expired: a click never rewrites root's approval); only then is the
@@ -39,6 +40,7 @@ from plans import (
     TamperedPlan,
     apply_running,
     members,
+    new_plan_id,
     rejection_reason,
     systemd_analyze,
     utcnow,
@@ -63,6 +65,9 @@ log = structlog.get_logger("opsbot.approver")
 #: At most this many plans per announce (the rest wait for the next one, older ones
 #: last), so that the reply stays far under MAX_APPROVER_REPLY_BYTES.
 MAX_NOTICES = 20
+#: Links live at once (unused, unexpired): no more are minted past it. With the
+#: executor's cap on waiting plans this is never reached by an honest host.
+MAX_LIVE_TOKENS = 2000
 
 Witness = Callable[[str], Accepted]
 #: Before an approval: whether an apply runs now (plans.apply_running).
@@ -108,13 +113,24 @@ class ApproverService:
         state = self.state.load()
         state.prune(now, totp.MEMORY_SECONDS)
         notices: list[Notice] = []
+        # Only plans young enough to wait: ids begin with their submission time, so the
+        # old ones are passed over without reading them (a store of years stays cheap).
+        oldest = new_plan_id(now - _seconds(self.policy.plan_ttl_seconds))[:15]
         # Newest first: the plan just stored is the one an approver waits to hear of; a
         # backlog (a host where approvers were just configured) follows in later batches.
         for plan_id in reversed(self.store.ids()):
-            if len(notices) >= MAX_NOTICES:
+            if len(notices) >= MAX_NOTICES or plan_id[:15] < oldest:
                 break
             if plan_id in state.announced:
                 continue
+            if state.live_tokens() + 2 * len(approvers) > MAX_LIVE_TOKENS:
+                log.warning(
+                    "announce.backlog",
+                    reason=f"{MAX_LIVE_TOKENS} links are live; older plans wait until "
+                    "links are used or expire",
+                    plan_id=plan_id,
+                )
+                break
             notice = self._notice(state, plan_id, approvers, now)
             if notice is not None:
                 notices.append(notice)
@@ -149,23 +165,26 @@ class ApproverService:
             return None
         view = self._plan_view(record, status, plan, now)
         until = min(now + _seconds(self.policy.approval_ttl_seconds), expires)
-        links = [
-            Link(
-                approver=name,
-                decision=decision,
-                token=tokens.mint(
+        links = []
+        for name in approvers:
+            for decision in ("approve", "reject"):
+                token, confirm = tokens.mint(
                     state,
                     plan_id=plan_id,
                     sha256=record.sha256,
                     approver=name,
                     decision=decision,
                     expires_at=until,
-                ),
-                expires_at=until,
-            )
-            for name in approvers
-            for decision in ("approve", "reject")
-        ]
+                )
+                links.append(
+                    Link(
+                        approver=name,
+                        decision=decision,
+                        token=token,
+                        confirm=confirm,
+                        expires_at=until,
+                    )
+                )
         state.announced[plan_id] = expires
         return Notice(plan=view, links=links)
 
@@ -239,11 +258,18 @@ class ApproverService:
                 "token",
                 f"{name} is no longer an approver ([approvers.{name}] is not in opsbot.toml)",
             )
-        if totp.locked(state, name, now):
+        source = request.source
+        if totp.source_locked(state, source, now):
+            raise totp.source_refusal()
+        if totp.locked(state, name, now) and totp.tainted(state, token, source, now):
+            # Locked for the links and the addresses that gave wrong codes; a link no
+            # one guessed at, from an address that guessed nothing, still works: one
+            # who saw a message cannot lock its approver out of every plan.
             raise totp.lockout_refusal(name)
         secret = totp.read_secret(self.credentials, name)
         try:
-            totp.check_code(state, key, token, secret, request.code, now)
+            totp.check_code(state, key, token, secret, request.code, now, source)
+            totp.check_confirm(state, key, token, request.confirm, now, source)
         finally:
             # The code is spent (or the failure counted) whatever the plan turns out to be.
             self.state.save(state)

@@ -15,8 +15,9 @@ import os
 import stat
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
+import structlog
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from approver_svc.errors import Refusal
@@ -24,9 +25,14 @@ from shared_io.files import read_bounded, write_atomic
 from shared_schema.approver_socket import ApproverName, Decision
 from shared_schema.units import PlanId, Sha256Hex
 
+log = structlog.get_logger("opsbot.approver")
+
 STATE_DIR = Path("/var/lib/opsbot-approver")
 STATE_FILE = "state.json"
 MAX_STATE_BYTES = 8 * 1024 * 1024
+#: Source addresses whose wrong codes are remembered (a flood of addresses forgets the
+#: oldest, never the file's limit).
+MAX_SOURCES = 2000
 
 
 class Model(BaseModel):
@@ -44,6 +50,9 @@ class TokenRecord(Model):
     approver: ApproverName
     decision: Decision
     expires_at: AwareDatetime
+    #: sha256 of the token's sha256 and its confirmation ("" for a token minted before
+    #: confirmations: it cannot decide anything).
+    confirm_sha256: Sha256Hex | Literal[""] = ""
     used_at: AwareDatetime | None = None
     #: Why it no longer works: "used", "its other decision was used", "too many wrong codes".
     ended_by: str = ""
@@ -64,9 +73,36 @@ class ApproverState(Model):
     #: Plans announced, and when each expires (kept until then, so none is announced twice).
     announced: dict[PlanId, AwareDatetime] = Field(default_factory=dict)
     approvers: dict[ApproverName, ApproverMemory] = Field(default_factory=dict)
+    #: Source address (as opsbot-web saw it) -> when each recent wrong code came from it.
+    sources: dict[Annotated[str, Field(max_length=100)], list[AwareDatetime]] = Field(
+        default_factory=dict
+    )
+
+    def live_tokens(self) -> int:
+        return sum(t.used_at is None for t in self.tokens.values())
+
+    def shed(self, limit: int) -> int:
+        """Forget the least useful tokens until at most ``limit`` remain: used ones first,
+        then those that expire soonest. How many were forgotten."""
+        if len(self.tokens) <= limit:
+            return 0
+        order = sorted(
+            self.tokens.items(), key=lambda kv: (kv[1].used_at is None, kv[1].expires_at)
+        )
+        dropped = len(self.tokens) - limit
+        self.tokens = dict(order[dropped:])
+        return dropped
 
     def memory(self, approver: str) -> ApproverMemory:
         return self.approvers.setdefault(approver, ApproverMemory())
+
+    def failed_from(self, source: str, now: datetime) -> None:
+        """A wrong code (or confirmation) came from ``source``; at most MAX_SOURCES are
+        remembered, the ones that failed longest ago forgotten first."""
+        self.sources.setdefault(source, []).append(now)
+        if len(self.sources) > MAX_SOURCES:
+            newest = sorted(self.sources.items(), key=lambda kv: max(kv[1]), reverse=True)
+            self.sources = dict(newest[:MAX_SOURCES])
 
     def prune(self, now: datetime, keep_failures_seconds: float) -> None:
         """Drop expired tokens, plans past their expiry, and failures too old to count."""
@@ -76,6 +112,11 @@ class ApproverState(Model):
             memory.failures = [
                 at for at in memory.failures if (now - at).total_seconds() < keep_failures_seconds
             ]
+        sources = {
+            source: [at for at in times if (now - at).total_seconds() < keep_failures_seconds]
+            for source, times in self.sources.items()
+        }
+        self.sources = {source: times for source, times in sources.items() if times}
 
 
 class StateFile:
@@ -118,5 +159,16 @@ class StateFile:
             ) from exc
 
     def save(self, state: ApproverState) -> None:
+        """Write ``state``, never past MAX_STATE_BYTES: it sheds tokens first (used ones,
+        then the soonest to expire), so that the next load can always read it."""
         self._check_directory()
-        write_atomic(self.path, state.model_dump_json().encode() + b"\n", mode=0o600)
+        data = state.model_dump_json().encode() + b"\n"
+        while len(data) > MAX_STATE_BYTES and state.tokens:
+            shed = state.shed(len(state.tokens) * 3 // 4)
+            log.error(
+                "state.shed",
+                tokens=shed,
+                reason=f"the state would pass {MAX_STATE_BYTES} bytes; links forgotten",
+            )
+            data = state.model_dump_json().encode() + b"\n"
+        write_atomic(self.path, data, mode=0o600)

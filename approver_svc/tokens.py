@@ -9,17 +9,24 @@ for the same plan and approver), so an approve link is dead once its reject link
 and the other way round. Every refusal of a token the approver does not know says the
 same words, whether it was never minted or forged: nothing tells a guesser how close it
 came.
+
+With each token comes its confirmation (shared_schema.approver_socket.Confirm): four
+characters the notification shows beside the link, never part of its URL, that the
+human types with the code. The approver keeps it only hashed with its token's sha256,
+and ``decide`` refuses a code sent with another token than the one its confirmation
+came with: the page sees the links opened on it, never the message.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import secrets
 from datetime import datetime
 
 from approver_svc.errors import Refusal
 from approver_svc.state import ApproverState, TokenRecord
-from shared_schema.approver_socket import Decision
+from shared_schema.approver_socket import CONFIRM_ALPHABET, CONFIRM_LENGTH, Decision
 
 TOKEN_BYTES = 16
 #: What any token the approver does not know is told: never minted, forged, or pruned.
@@ -32,6 +39,11 @@ def digest(token: str) -> str:
     return hashlib.sha256(token.encode("ascii", "replace")).hexdigest()
 
 
+def confirm_digest(key: str, confirm: str) -> str:
+    """How the approver knows the confirmation of the token whose sha256 is ``key``."""
+    return hashlib.sha256(f"{key}:{confirm.upper()}".encode("ascii", "replace")).hexdigest()
+
+
 def mint(
     state: ApproverState,
     *,
@@ -40,17 +52,29 @@ def mint(
     approver: str,
     decision: Decision,
     expires_at: datetime,
-) -> str:
-    """A new token for one decision of ``approver`` on ``plan_id`` (only its sha256 is kept)."""
+) -> tuple[str, str]:
+    """A new token for one decision of ``approver`` on ``plan_id``, and its confirmation
+    (only the sha256 of each is kept)."""
     token = secrets.token_urlsafe(TOKEN_BYTES)
-    state.tokens[digest(token)] = TokenRecord(
+    confirm = "".join(secrets.choice(CONFIRM_ALPHABET) for _ in range(CONFIRM_LENGTH))
+    key = digest(token)
+    state.tokens[key] = TokenRecord(
         plan_id=plan_id,
         sha256=sha256,
         approver=approver,
         decision=decision,
         expires_at=expires_at,
+        confirm_sha256=confirm_digest(key, confirm),
     )
-    return token
+    return token, confirm
+
+
+def confirmed(key: str, record: TokenRecord, confirm: str) -> bool:
+    """Whether ``confirm`` is the confirmation minted with the token ``key`` (constant
+    time; a token minted before confirmations existed has none, and matches nothing)."""
+    return bool(record.confirm_sha256) and hmac.compare_digest(
+        confirm_digest(key, confirm), record.confirm_sha256
+    )
 
 
 def lookup(state: ApproverState, token: str, now: datetime) -> tuple[str, TokenRecord]:

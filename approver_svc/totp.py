@@ -8,8 +8,20 @@ so systemd hands the daemon each file of that directory as the credential
 
 Once a code is accepted its timestep is remembered (persisted): a code of that step or an
 earlier one is refused, so a code read over a shoulder or from a proxy's log is spent.
-Wrong codes are bounded twice: five with one token and the token is burned; ten of one
-approver within fifteen minutes and that approver is locked out until they age.
+Wrong codes are counted where they come from as well as whose they are:
+
+- five with one link (token) and the link is burned (its plan can still be decided
+  from the approver's other links, or as root);
+- ten from one source address within fifteen minutes and that address is refused for
+  every approver until they age;
+- ten of one approver within fifteen minutes (thirty in a day) and that approver is
+  locked, but only for the links that saw a wrong code and the addresses that gave
+  one: one who saw a single message, or a few, cannot lock the approver out of every
+  plan, and a guesser gets one try with each link it has never used while she is
+  locked.
+
+A right code with another link's confirmation counts against the link and the source
+(the code was the human's; the pairing was not), never against the approver.
 """
 
 from __future__ import annotations
@@ -23,10 +35,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pyotp
+import structlog
 
 from approver_svc.errors import Refusal
 from approver_svc.state import ApproverState, TokenRecord
-from approver_svc.tokens import burn
+from approver_svc.tokens import burn, confirmed
+
+log = structlog.get_logger("opsbot.approver")
 
 CREDENTIAL_PREFIX = "totp_"
 STEP_SECONDS = 30
@@ -35,6 +50,7 @@ DIGITS = 6
 VALID_WINDOW = 1
 MAX_FAILURES_PER_TOKEN = 5
 MAX_FAILURES_PER_APPROVER = 10
+MAX_FAILURES_PER_SOURCE = 10
 LOCKOUT_SECONDS = 15 * 60
 #: And at most this many within a day: ten every 15 minutes, for ever, would give one who
 #: holds live links (a subverted page) a lucky guess about once a year; this, once in 90.
@@ -112,6 +128,28 @@ def locked(state: ApproverState, approver: str, now: datetime) -> bool:
     )
 
 
+def source_locked(state: ApproverState, source: str, now: datetime) -> bool:
+    """Whether ``source`` gave MAX_FAILURES_PER_SOURCE wrong codes in LOCKOUT_SECONDS."""
+    recent = now - timedelta(seconds=LOCKOUT_SECONDS)
+    return sum(at > recent for at in state.sources.get(source, [])) >= MAX_FAILURES_PER_SOURCE
+
+
+def tainted(state: ApproverState, token: TokenRecord, source: str, now: datetime) -> bool:
+    """Whether this link saw a wrong code, or this source gave one within a day: what a
+    locked approver is locked against."""
+    day = now - timedelta(seconds=DAY_SECONDS)
+    return token.failed_attempts > 0 or any(at > day for at in state.sources.get(source, []))
+
+
+def source_refusal() -> Refusal:
+    return Refusal(
+        "limit",
+        f"too many wrong codes from this address: it is refused for "
+        f"{LOCKOUT_SECONDS // 60} minutes",
+        hint="wait, or approve as root on the host with `opsbot approve ID`",
+    )
+
+
 def lockout_refusal(approver: str) -> Refusal:
     return Refusal(
         "limit",
@@ -132,24 +170,9 @@ def matching_step(totp: pyotp.TOTP, code: str, now: datetime) -> int | None:
     return found
 
 
-def check_code(
-    state: ApproverState,
-    key: str,
-    token: TokenRecord,
-    totp: pyotp.TOTP,
-    code: str,
-    now: datetime,
-) -> None:
-    """Accept ``code`` for the approver of ``token`` (remembering its step), or count a
-    failure against the token and the approver and raise Refusal("code" or "limit")."""
-    approver = token.approver
-    memory = state.memory(approver)
-    step = matching_step(totp, code, now)
-    if step is not None and step > memory.last_timestep:
-        memory.last_timestep = step
-        return
-    reused = step is not None
-    memory.failures.append(now)
+def _failed(state: ApproverState, key: str, token: TokenRecord, now: datetime, source: str) -> None:
+    """Count a failure against the link and the source; burn the link at its limit."""
+    state.failed_from(source, now)
     token.failed_attempts += 1
     if token.failed_attempts >= MAX_FAILURES_PER_TOKEN:
         burn(state, key, now, f"{MAX_FAILURES_PER_TOKEN} wrong codes")
@@ -158,6 +181,31 @@ def check_code(
             f"{MAX_FAILURES_PER_TOKEN} wrong codes with this link: it no longer works",
             hint="ask for a fresh link, or approve as root with `opsbot approve ID`",
         )
+    if source_locked(state, source, now):
+        raise source_refusal()
+
+
+def check_code(
+    state: ApproverState,
+    key: str,
+    token: TokenRecord,
+    totp: pyotp.TOTP,
+    code: str,
+    now: datetime,
+    source: str = "",
+) -> None:
+    """Accept ``code`` for the approver of ``token`` (remembering its step), or count a
+    failure against the token, the source and the approver and raise
+    Refusal("code" or "limit")."""
+    approver = token.approver
+    memory = state.memory(approver)
+    step = matching_step(totp, code, now)
+    if step is not None and step > memory.last_timestep:
+        memory.last_timestep = step
+        return
+    reused = step is not None
+    memory.failures.append(now)
+    _failed(state, key, token, now, source)
     if locked(state, approver, now):
         raise lockout_refusal(approver)
     left = MAX_FAILURES_PER_TOKEN - token.failed_attempts
@@ -170,4 +218,35 @@ def check_code(
         "code",
         f"wrong code for {approver} ({left} tries left with this link)",
         hint="the code of the authenticator app enrolled by `opsbot approvers add`",
+    )
+
+
+def check_confirm(
+    state: ApproverState,
+    key: str,
+    token: TokenRecord,
+    confirm: str,
+    now: datetime,
+    source: str = "",
+) -> None:
+    """After the right code: ``confirm`` must be this link's confirmation, or the code
+    was typed for another decision (a relay pairing it with this token). The failure
+    counts against the link and the source; the code stays spent."""
+    if confirmed(key, token, confirm):
+        return
+    log.warning(
+        "decide.unconfirmed",
+        plan_id=token.plan_id,
+        approver=token.approver,
+        decision=token.decision,
+        source=source,
+        reason="a right code came with a confirmation that is not this link's",
+    )
+    _failed(state, key, token, now, source)
+    left = MAX_FAILURES_PER_TOKEN - token.failed_attempts
+    raise Refusal(
+        "confirm",
+        f"that confirmation is not the one beside this link in your message; the code is "
+        f"spent ({left} tries left with this link)",
+        hint="type the next code with the four characters shown beside this link",
     )

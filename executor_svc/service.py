@@ -20,7 +20,9 @@ from plans import (
     Provenance,
     StatusRecord,
     TamperedPlan,
+    TooManyWaiting,
     UnitReader,
+    WaitingCaps,
     follow_up,
     history_errors,
     pending,
@@ -114,6 +116,8 @@ class ExecutorService:
         self.approvals_dir = approvals_dir
         #: How a VERIFIED report's units are read (systemctl show; tests give theirs).
         self.read_units = read_units or read_plan_units
+        #: Submits refused since start because too many plans waited (logged with each).
+        self.refused_waiting = 0
 
     def handle(self, request: RequestModel, peer: Peer) -> Reply:
         # One policy for the whole request, whatever the file does meanwhile.
@@ -175,10 +179,24 @@ class ExecutorService:
                 symptom=request.symptom,
                 evidence=request.evidence,
             )
+            caps = WaitingCaps(
+                ttl_seconds=policy.plan_ttl_seconds,
+                per_submitter=policy.max_waiting_plans_per_submitter,
+                total=policy.max_waiting_plans,
+            )
             try:
                 plan_id, sha, duplicate = self.store.add(
-                    parsed, provenance, self.now(), incident=incident
+                    parsed, provenance, self.now(), incident=incident, caps=caps
                 )
+            except TooManyWaiting as exc:
+                self.refused_waiting += 1
+                log.warning(
+                    "plan.too_many_waiting",
+                    reason=exc.message,
+                    refused_since_start=self.refused_waiting,
+                    goal=parsed.goal,
+                )
+                return Reject(reason=f"{exc.message} ({exc.hint})")
             except StoreError as exc:
                 log.error("plan.store_failed", error=exc.message)
                 return Reject(reason=f"cannot store the plan: {exc.message}")

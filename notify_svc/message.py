@@ -10,8 +10,9 @@ The text, for a plan with one step::
     Evidence: app.service failed with result 'exit-code'
               journal: No space left on device
     sha256: 0123456789ab   runs: at once
-    Approve (alice): https://ops.example.com/opsbot/p/<token>
-    Reject (alice):  https://ops.example.com/opsbot/p/<token>
+    Approve (alice): https://ops.example.com/opsbot/p/<token>  confirm K7QM
+    Reject (alice):  https://ops.example.com/opsbot/p/<token>  confirm 3XWA
+    Type the confirmation beside the link you open with your code: the page never sees it.
     Links expire 2026-12-01 19:35 UTC; the plan expires 2026-12-02 18:35 UTC.
     On the host: sudo opsbot approve 20261201-183500-1a2b3c4d --sha256 0123456789ab
 
@@ -114,9 +115,12 @@ def render(notice: Notice, approver: str, link_base: str | None) -> Message:
     lines.append(f"Evidence: {evidence[0]}")
     lines.extend(f"          {more}" for more in evidence[1:])
     lines.append(f"sha256: {prefix}   runs: {clean(plan.runs or 'at once', 100)}")
-    if approve_url and reject_url:
-        lines.append(f"Approve ({approver}): {approve_url}")
-        lines.append(f"Reject ({approver}):  {reject_url}")
+    if approve_url and reject_url and approve and reject:
+        lines.append(f"Approve ({approver}): {approve_url}  confirm {approve.confirm}")
+        lines.append(f"Reject ({approver}):  {reject_url}  confirm {reject.confirm}")
+        lines.append(
+            "Type the confirmation beside the link you open with your code: the page never sees it."
+        )
         lines.append(
             f"Links expire {when(links_expire)}; the plan expires {when(plan.plan_expires_at)}."
         )
@@ -147,7 +151,9 @@ def render(notice: Notice, approver: str, link_base: str | None) -> Message:
         "runs": clean(plan.runs or "at once", 100),
         "approver": approver,
         "approve_url": approve_url,
+        "approve_confirm": approve.confirm if approve_url and approve else None,
         "reject_url": reject_url,
+        "reject_confirm": reject.confirm if reject_url and reject else None,
         "links_expire_at": links_expire.astimezone(UTC).isoformat(),
         "approval_expires_at": plan.approval_expires_at.astimezone(UTC).isoformat(),
         "plan_expires_at": plan.plan_expires_at.astimezone(UTC).isoformat(),
@@ -162,4 +168,67 @@ def render(notice: Notice, approver: str, link_base: str | None) -> Message:
         approve_url=approve_url,
         reject_url=reject_url,
         document=document,
+    )
+
+
+#: More plans than this for one approver in one announce, and they get one digest.
+DIGEST_AFTER = 3
+
+
+def render_digest(notices: list[Notice], approver: str, link_base: str | None) -> Message:
+    """One message for many plans (a burst: a host where approvers were just set up, or
+    a diagnosis that proposes too much): each plan in a few lines, with its links and
+    their confirmations; the page shows each plan whole."""
+    plans = [n.plan for n in notices]
+    hosts = sorted({p.host for p in plans})
+    head = clean(f"opsbot: {len(plans)} plans on {', '.join(hosts)} wait for approval", 200)
+    lines = [head]
+    items: list[dict[str, Any]] = []
+    for notice in notices:
+        plan = notice.plan
+        approve = _link(notice.links, approver, "approve")
+        reject = _link(notice.links, approver, "reject")
+        units = ", ".join(plan.units) or "no unit"
+        lines.append(f"- {plan.plan_id} ({clean(units, 100)}): {clean(plan.goal, 120)}")
+        item: dict[str, Any] = {
+            "plan_id": plan.plan_id,
+            "sha256": plan.sha256,
+            "units": [clean(u) for u in plan.units],
+            "goal": clean(plan.goal),
+        }
+        if link_base and approve and reject:
+            approve_url, reject_url = (
+                link_url(link_base, approve.token),
+                link_url(link_base, reject.token),
+            )
+            lines.append(f"  approve: {approve_url}  confirm {approve.confirm}")
+            lines.append(f"  reject:  {reject_url}  confirm {reject.confirm}")
+            item.update(
+                approve_url=approve_url,
+                approve_confirm=approve.confirm,
+                reject_url=reject_url,
+                reject_confirm=reject.confirm,
+            )
+        else:
+            lines.append(f"  on the host: {shell_fallback(plan)}")
+        items.append(item)
+    lines.append(
+        "Type the confirmation beside the link you open with your code: the page never "
+        "sees it. So many plans at once may mean a diagnosis gone wrong: `opsbot plans` "
+        "on the host lists them."
+    )
+    text = "\n".join(lines)
+    return Message(
+        plan_id=plans[0].plan_id,
+        approver=approver,
+        subject=head,
+        text=text + "\n",
+        approve_url=None,
+        reject_url=None,
+        document={
+            "event": "plans.proposed",
+            "approver": approver,
+            "plans": items,
+            "text": text,
+        },
     )

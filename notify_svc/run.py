@@ -23,7 +23,7 @@ from notify_svc.approver import announce
 from notify_svc.channels import Context, Sender, http_client, make_sender
 from notify_svc.credentials import Credentials
 from notify_svc.errors import CredentialError
-from notify_svc.message import approvers_of, render
+from notify_svc.message import DIGEST_AFTER, approvers_of, render, render_digest
 from notify_svc.retry import deliver
 from shared_io.errors import OpsbotError
 from shared_schema.approver_socket import Notice
@@ -80,17 +80,26 @@ def _tell(
     config: OpsbotConfig,
     senders: _Senders,
     summary: Summary,
-    notice: Notice,
+    notices: list[Notice],
     approver: str,
     link_base: str | None,
     sleep: Callable[[float], None],
     time_left: Callable[[], float],
 ) -> None:
-    """Send ``approver`` their message about ``notice`` on each of their channels."""
-    message = render(notice, approver, link_base)
+    """Send ``approver`` their message about ``notices`` on each of their channels: one
+    per plan, or one digest past DIGEST_AFTER."""
+    if len(notices) > DIGEST_AFTER:
+        message = render_digest(notices, approver, link_base)
+        log.info("notify.digest", approver=approver, plans=len(notices))
+    elif len(notices) > 1:
+        for notice in notices:
+            _tell(config, senders, summary, [notice], approver, link_base, sleep, time_left)
+        return
+    else:
+        message = render(notices[0], approver, link_base)
     settings = config.approvers.get(approver)
     if settings is None or not settings.notify:
-        log.warning("notify.no_channels", approver=approver, plan_id=notice.plan.plan_id)
+        log.warning("notify.no_channels", approver=approver, plan_id=message.plan_id)
         return
     for name in settings.notify:
         sender = senders.get(name)
@@ -103,14 +112,14 @@ def _tell(
                 channel=name,
                 kind=config.notify.channels[name].kind,
                 approver=approver,
-                plan_id=notice.plan.plan_id,
+                plan_id=message.plan_id,
                 time_left=time_left,
             ).ok
         if ok:
             summary.sent += 1
         else:
             summary.failed += 1
-            summary.failures.append((notice.plan.plan_id, approver, name))
+            summary.failures.append((message.plan_id, approver, name))
 
 
 def notify(
@@ -148,9 +157,12 @@ def notify(
             log.info("notify.announced", plans=len(notices))
             if not notices:
                 break
+            summary.plans += len(notices)
+            by_approver: dict[str, list[Notice]] = {}
             for notice in notices:
-                summary.plans += 1
                 for approver in approvers_of(notice):
-                    _tell(config, senders, summary, notice, approver, link_base, sleep, time_left)
+                    by_approver.setdefault(approver, []).append(notice)
+            for approver, theirs in by_approver.items():
+                _tell(config, senders, summary, theirs, approver, link_base, sleep, time_left)
     log.info("notify.done", plans=summary.plans, sent=summary.sent, failed=summary.failed)
     return summary

@@ -66,6 +66,7 @@ if TYPE_CHECKING:
         PlanNotFound,
         PlanRefused,
         TamperedPlan,
+        TooManyWaiting,
         UsageError,
     )
     from plans.gate import (
@@ -94,7 +95,7 @@ if TYPE_CHECKING:
     from plans.preview import dry_run, preview_plans
     from plans.records import PlanRecord, Provenance, StatusRecord, Transition
     from plans.states import ALLOWED, TransitionRefused, transition
-    from plans.store import PlanStore, new_plan_id, utcnow
+    from plans.store import PlanStore, WaitingCaps, new_plan_id, utcnow
     from plans.tools import TOOLS, argv_of
     from plans.verification import (
         VERIFY_HORIZON,
@@ -157,6 +158,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "PlanNotFound",
         "PlanRefused",
         "TamperedPlan",
+        "TooManyWaiting",
         "UsageError",
     ),
     "plans.gate": (
@@ -192,7 +194,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "plans.preview": ("dry_run", "preview_plans"),
     "plans.records": ("PlanRecord", "Provenance", "StatusRecord", "Transition"),
     "plans.states": ("ALLOWED", "TransitionRefused", "transition"),
-    "plans.store": ("PlanStore", "new_plan_id", "utcnow"),
+    "plans.store": ("PlanStore", "WaitingCaps", "new_plan_id", "utcnow"),
     "plans.tools": ("TOOLS", "argv_of"),
     "plans.verification": (
         "VERIFY_HORIZON",
@@ -264,11 +266,13 @@ __all__ = [
     "StepPreview",
     "TOOLS",
     "TamperedPlan",
+    "TooManyWaiting",
     "Transition",
     "TransitionRefused",
     "UnitReader",
     "UsageError",
     "VERIFY_HORIZON",
+    "WaitingCaps",
     "WindowState",
     "accepted",
     "allowed_verbs",

@@ -8,6 +8,7 @@ line an operator needs.
         ├── PlanNotFound          no stored plan with that id (exit 1)
         ├── TamperedPlan          a stored plan's bytes no longer match its fingerprint (exit 5)
         ├── PlanRefused           the plan's state or a rejection forbids it (exit 5)
+        │   └── TooManyWaiting    too many plans wait for approval to store one more
         ├── CalendarError         systemd-analyze refused an apply window's calendar (exit 78)
         └── ApprovalRefused       an approval failed a check; the message says which (exit 5)
             ├── ApprovalExpired   it did, but its time is over: the plan expires with it
@@ -33,6 +34,7 @@ __all__ = [
     "PlanRefused",
     "StoreError",
     "TamperedPlan",
+    "TooManyWaiting",
     "UsageError",
 ]
 
@@ -55,6 +57,11 @@ class TamperedPlan(PlanError):
 
 class PlanRefused(PlanError):
     exit_status = REFUSED
+
+
+class TooManyWaiting(PlanRefused):
+    """The store holds as many plans waiting for approval as the policy allows (from
+    this submitter, or in all): one more is refused until some are decided or expire."""
 
 
 class ApprovalRefused(PlanError):

@@ -24,12 +24,13 @@ import secrets
 import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from plans.errors import PlanNotFound, StoreError, TamperedPlan
+from plans.errors import PlanNotFound, StoreError, TamperedPlan, TooManyWaiting
 from plans.records import PlanRecord, Provenance, StatusRecord, Transition
 from shared_io.files import (
     TMP_PREFIX,
@@ -49,6 +50,29 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+@dataclass(frozen=True)
+class Open:
+    """A plan still open (PROPOSED or APPROVED), as the store's index knows it."""
+
+    plan_id: str
+    uid: int
+    submitted_at: datetime
+
+
+@dataclass(frozen=True)
+class WaitingCaps:
+    """How many plans may wait for approval (open, younger than the plan TTL) at once:
+    from one submitter (a uid), and in all."""
+
+    ttl_seconds: float
+    per_submitter: int
+    total: int
+
+
+def _open(record: PlanRecord) -> Open:
+    return Open(record.plan_id, record.submitted_by.uid, record.submitted_at)
+
+
 class PlanStore:
     def __init__(self, state_dir: Path) -> None:
         self.root = state_dir
@@ -57,7 +81,7 @@ class PlanStore:
         self.consumed = state_dir / "consumed"
         self.verify = state_dir / "verify"
         self._lock = threading.Lock()
-        self._open_by_sha: dict[str, str] | None = None
+        self._open_by_sha: dict[str, Open] | None = None
         #: Plans being written now, by fingerprint; set when the write is over.
         self._writing: dict[str, threading.Event] = {}
 
@@ -111,41 +135,74 @@ class PlanStore:
         ids = [n[:-5] for n in names if n.endswith(".json") and is_valid_plan_id(n[:-5])]
         return sorted(ids)
 
-    def _index(self) -> dict[str, str]:
+    def _index(self) -> dict[str, Open]:
         if self._open_by_sha is None:
-            index: dict[str, str] = {}
+            index: dict[str, Open] = {}
             for plan_id in self.ids():
                 with contextlib.suppress(StoreError, PlanNotFound):
                     record = self.load(plan_id)
                     if not self.status(plan_id).state.is_final:
-                        index[record.sha256] = plan_id
+                        index[record.sha256] = _open(record)
             self._open_by_sha = index
         return self._open_by_sha
 
+    def _still_open(self, index: dict[str, Open], sha: str) -> bool:
+        """Whether the indexed plan ``sha`` is still open (read now); dropped if not."""
+        try:
+            if not self.status(index[sha].plan_id).state.is_final:
+                return True
+        except (StoreError, PlanNotFound):
+            pass
+        del index[sha]
+        return False
+
+    def _check_waiting(
+        self, index: dict[str, Open], caps: WaitingCaps, uid: int, now: datetime
+    ) -> None:
+        """TooManyWaiting if one more plan from ``uid`` would pass ``caps`` (plans being
+        written count: racing submits cannot pass it together). Called with the lock."""
+        young = now - timedelta(seconds=caps.ttl_seconds)
+        mine = total = len(self._writing)
+        for sha in [s for s, o in index.items() if o.submitted_at > young]:
+            if self._still_open(index, sha):
+                total += 1
+                mine += index[sha].uid == uid
+        if mine >= caps.per_submitter or total >= caps.total:
+            whose = "from this submitter" if mine >= caps.per_submitter else "in all"
+            cap = caps.per_submitter if mine >= caps.per_submitter else caps.total
+            raise TooManyWaiting(
+                f"{cap} plans already wait for approval {whose} ({mine} from uid {uid}, "
+                f"{total} in all); this one was not stored",
+                hint="approve, reject or let them expire (`opsbot plans`); the caps are "
+                "[executor] max_waiting_plans and max_waiting_plans_per_submitter",
+            )
+
     def add(
-        self, plan: Plan, provenance: Provenance, now: datetime, incident: str | None = None
+        self,
+        plan: Plan,
+        provenance: Provenance,
+        now: datetime,
+        incident: str | None = None,
+        caps: WaitingCaps | None = None,
     ) -> tuple[str, str, bool]:
         """Store ``plan`` (in ``incident``, a follow-up's); returns (plan id,
         fingerprint, duplicate).
 
         A plan identical to one still open (PROPOSED or APPROVED) returns that plan's id.
-        The record is durable on disk when this returns.
+        A new one past ``caps`` raises TooManyWaiting. The record is durable on disk when
+        this returns.
         """
         canonical = plan.canonical()
         sha = sha256_hex(canonical)
         while True:
             with self._lock:
                 index = self._index()
-                existing = index.get(sha)
-                if existing is not None:
-                    try:
-                        if not self.status(existing).state.is_final:
-                            return existing, sha, True
-                    except (StoreError, PlanNotFound):
-                        pass
-                    del index[sha]
+                if sha in index and self._still_open(index, sha):
+                    return index[sha].plan_id, sha, True
                 writing = self._writing.get(sha)
                 if writing is None:
+                    if caps is not None:
+                        self._check_waiting(index, caps, provenance.uid, now)
                     mine = self._writing[sha] = threading.Event()
                     break
             # The same plan is being written by another thread: its id is the answer.
@@ -169,7 +226,7 @@ class PlanStore:
                 except FileExistsError:
                     continue
                 with self._lock:
-                    index[sha] = plan_id
+                    index[sha] = _open(record)
                 return plan_id, sha, False
             raise StoreError("could not allocate a unique plan id")
         finally:

@@ -15,6 +15,12 @@ One JSON line each way (shared_io.framing). Who may send which request is the pe
 A token is 128 random bits, URL-safe base64 (22 characters), stored by the approver only
 as its sha256; it is single-use and bound to one plan id, its sha256, one approver and one
 decision, so that a relay seeing a reject link cannot make an approve of it.
+
+Each link also has a **confirmation**: four characters the approver hands out with the
+token, which the notification shows beside the link and never puts in the URL. The
+human types it with the code, and a decide is refused unless it is the one of that
+token: the page, which sees every link opened on it but no message, cannot pair a code
+typed for one decision with another decision's token.
 """
 
 from __future__ import annotations
@@ -29,6 +35,11 @@ from shared_schema.units import PlanId, Sha256Hex
 TOKEN_PATTERN = r"^[A-Za-z0-9_-]{22}$"
 Token = Annotated[str, Field(pattern=TOKEN_PATTERN)]
 TotpCode = Annotated[str, Field(pattern=r"^[0-9]{6}$")]
+#: The confirmation's characters: no 0/O, 1/I to misread; typed in either case.
+CONFIRM_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+CONFIRM_LENGTH = 4
+CONFIRM_PATTERN = rf"^[{CONFIRM_ALPHABET}]{{{CONFIRM_LENGTH}}}$"
+Confirm = Annotated[str, Field(pattern=CONFIRM_PATTERN)]
 ApproverName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
 Decision = Literal["approve", "reject"]
 MAX_APPROVER_MESSAGE_BYTES = 16 * 1024
@@ -54,6 +65,8 @@ class Decide(Model):
     op: Literal["decide"] = "decide"
     token: Token
     code: TotpCode
+    #: The confirmation beside the link in the approver's message (upper case).
+    confirm: Confirm
     reason: Annotated[str, Field(max_length=500)] = ""
     #: The client's address as opsbot-web saw it (for the journal only; never trusted).
     source: Annotated[str, Field(max_length=100)] = ""
@@ -103,6 +116,8 @@ class Link(Model):
     approver: ApproverName
     decision: Decision
     token: Token
+    #: Shown beside the link in the message, never in its URL; typed with the code.
+    confirm: Confirm
     expires_at: AwareDatetime
 
 
@@ -142,14 +157,15 @@ class Decided(Model):
     applies: Line = ""
 
 
-RefusalKind = Literal["request", "token", "code", "limit", "plan", "internal"]
+RefusalKind = Literal["request", "token", "code", "confirm", "limit", "plan", "internal"]
 
 
 class Refused(Model):
     """``kind``: ``request`` malformed or not allowed for this uid; ``token`` unknown,
-    used, expired or for another plan; ``code`` a wrong or reused TOTP code; ``limit``
-    too many attempts; ``plan`` the plan changed, ended or cannot be approved now;
-    ``internal`` the approver failed (its journal says why)."""
+    used, expired or for another plan; ``code`` a wrong or reused TOTP code; ``confirm``
+    a right code with a confirmation that is not this link's (the code is spent);
+    ``limit`` too many attempts; ``plan`` the plan changed, ended or cannot be approved
+    now; ``internal`` the approver failed (its journal says why)."""
 
     v: Literal[1] = 1
     op: Literal["refused"] = "refused"

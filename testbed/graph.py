@@ -170,6 +170,9 @@ class Graph:
             f"# opsbot on generated graph {self.seed}",
             "[executor]",
             "approval_ttl_seconds = 3600",
+            # A gate leaves a plan waiting per case on one host.
+            "max_waiting_plans_per_submitter = 1000",
+            "max_waiting_plans = 5000",
             # A relapse shows within 1 s of the fix (NODE_CRASH_AFTER); the scenario suite
             # verifies in 3 s, these graphs in 5.
             f"settle_seconds = {SETTLE_SECONDS:g}",

@@ -121,10 +121,25 @@ class Phone:
         assert got is not None
         return got
 
+    def confirm_for(self, url: str) -> str:
+        """The confirmation the message showed beside the link ``url``."""
+        for message in self.hooks():
+            for decision in ("approve", "reject"):
+                if message.get(f"{decision}_url") == url:
+                    return str(message[f"{decision}_confirm"])
+        raise AssertionError(f"no message showed the link {url}")
+
+    def typed(self, url: str, args: tuple[str, ...]) -> list[str]:
+        """``args`` as the human types them: with a code, the link's confirmation too."""
+        if "--code" in args and "--confirm" not in args:
+            return [*args, "--confirm", self.confirm_for(url)]
+        return list(args)
+
     def click(self, url: str, *args: str) -> dict[str, Any]:
-        """testbed/inside/tap.py URL ARGS inside the container: its JSON."""
+        """testbed/inside/tap.py URL ARGS inside the container: its JSON. With
+        ``--code``, the confirmation beside the link is typed too (unless given)."""
         done = self.ct.run(
-            [PYTHON, f"{REPO}/testbed/inside/tap.py", url, *args],
+            [PYTHON, f"{REPO}/testbed/inside/tap.py", url, *self.typed(url, args)],
             env={"PYTHONPATH": REPO},
             timeout=60,
         )

@@ -118,6 +118,9 @@ class Stack:
             "[executor]",
             "# The scenarios break the same units again and again within minutes.",
             "restart_budget = 100",
+            "# ... and leave many plans waiting.",
+            "max_waiting_plans_per_submitter = 1000",
+            "max_waiting_plans = 5000",
             "",
             "[executor.allow]",
             *(

@@ -1,5 +1,7 @@
 """The approval page: ``GET /p/<token>`` shows what the link is for, ``POST /p/<token>``
-relays the approver's decision, with their TOTP code, to root's opsbot-approver.
+relays the approver's decision, with their TOTP code and the link's confirmation (the
+characters beside the link in their message, which this page never sees otherwise), to
+root's opsbot-approver.
 
 The token's form is checked before anything else (a 404 page, the approver not asked).
 A GET only asks the approver to ``view`` (a chat's link preview fetches every URL; it
@@ -7,8 +9,8 @@ changes nothing). A POST must pass the CSRF checks first: an Origin (or Referer)
 the browser sends one, naming this host (over https when the page is served over
 https); and the double-submit value, a random cookie set by the GET (SameSite=Strict,
 HttpOnly, Secure over https) equal to the form's hidden field. Only then is the code
-sent with the token in a ``decide``; whatever the approver answers is shown as it is.
-The page keeps no state of its own.
+sent with the confirmation and the token in a ``decide``; whatever the approver answers
+is shown as it is. The page keeps no state of its own.
 """
 
 from __future__ import annotations
@@ -37,7 +39,14 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from shared_io.errors import SocketUnavailable
-from shared_schema.approver_socket import TOKEN_PATTERN, Decided, Refused, Viewed
+from shared_schema.approver_socket import (
+    CONFIRM_LENGTH,
+    CONFIRM_PATTERN,
+    TOKEN_PATTERN,
+    Decided,
+    Refused,
+    Viewed,
+)
 from shared_schema.config import WebSettings
 from web_svc.approver import ApproverClient
 from web_svc.guard import Client, Guard
@@ -48,6 +57,10 @@ log = structlog.get_logger("opsbot.web")
 CSRF_COOKIE = "opsbot_csrf"
 CSRF_PATTERN = re.compile(r"[A-Za-z0-9_-]{43}")
 CODE_PATTERN = re.compile(r"[0-9]{6}")
+CONFIRM = re.compile(CONFIRM_PATTERN)
+CONFIRM_HELP = (
+    f"The confirmation is the {CONFIRM_LENGTH} characters beside this link in your message."
+)
 TOKEN = re.compile(TOKEN_PATTERN)
 MAX_REASON = 500
 
@@ -68,6 +81,7 @@ REFUSALS: dict[str, tuple[int, str, str]] = {
     "plan": (409, "The plan cannot be decided now", "It changed, ended, or is not waiting."),
     "limit": (429, "Too many attempts", "Too many wrong codes; this link or approver is locked."),
     "code": (400, "Wrong code", "The code was wrong or was used already."),
+    "confirm": (400, "Wrong confirmation", "It is not the one beside this link."),
     "request": (503, "The approver refused this page", "Its journal says why."),
     "internal": (503, "The approver failed", "Its journal says why; nothing was decided."),
 }
@@ -125,6 +139,7 @@ class Pages:
             approver=viewed.approver,
             decision=viewed.decision,
             verb="Approve" if viewed.decision == "approve" else "Reject",
+            confirm_length=CONFIRM_LENGTH,
             link_expires_at=viewed.expires_at,
             csrf=csrf,
             message=message,
@@ -185,8 +200,12 @@ class Pages:
             )
         if not isinstance(code, str) or not CODE_PATTERN.fullmatch(code.strip()):
             return await self.again(request, token, "The code is the 6 digits your app shows.")
+        confirm = form.get("confirm")
+        confirm = confirm.strip().upper() if isinstance(confirm, str) else ""
+        if not CONFIRM.fullmatch(confirm):
+            return await self.again(request, token, CONFIRM_HELP)
         try:
-            reply = await self.approver.decide(token, code.strip(), reason, who.source)
+            reply = await self.approver.decide(token, code.strip(), confirm, reason, who.source)
         except SocketUnavailable as exc:
             return self.unreachable(exc)
         if isinstance(reply, Refused):
@@ -194,6 +213,13 @@ class Pages:
             if reply.kind == "code":
                 return await self.again(
                     request, token, "That code is wrong or was used already. Try the next one."
+                )
+            if reply.kind == "confirm":
+                return await self.again(
+                    request,
+                    token,
+                    "That confirmation is not the one beside this link in your message. "
+                    "Type the next code with the four characters shown beside this link.",
                 )
             return self.refusal(reply)
         return self.done(reply, who)

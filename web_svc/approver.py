@@ -61,8 +61,12 @@ class ApproverClient:
             raise PeerProtocolError(str(self.path), "io", f"answered a view with {reply.op}")
         return reply
 
-    async def decide(self, token: str, code: str, reason: str, source: str) -> Decided | Refused:
-        request = Decide(token=token, code=code, reason=reason, source=source[:100])
+    async def decide(
+        self, token: str, code: str, confirm: str, reason: str, source: str
+    ) -> Decided | Refused:
+        request = Decide(
+            token=token, code=code, confirm=confirm, reason=reason, source=source[:100]
+        )
         reply = await self._ask(request, self.decide_limiter)
         if not isinstance(reply, Decided | Refused):
             raise PeerProtocolError(str(self.path), "io", f"answered a decide with {reply.op}")

@@ -49,6 +49,7 @@ def main() -> int:
     p.add_argument("url")
     p.add_argument("--screenshot", required=True)
     p.add_argument("--code")
+    p.add_argument("--confirm", default="")
     p.add_argument("--reason", default="")
     args = p.parse_args()
     os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium Manager download
@@ -64,6 +65,7 @@ def main() -> int:
             said["plan"] = body.text
             driver.save_screenshot(args.screenshot)
             if args.code is not None:
+                driver.find_element(By.NAME, "confirm").send_keys(args.confirm)
                 driver.find_element(By.NAME, "code").send_keys(args.code)
                 if args.reason:
                     driver.find_element(By.NAME, "reason").send_keys(args.reason)

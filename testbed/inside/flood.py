@@ -1,18 +1,19 @@
 """A flood at the approval page from one source, and an approver's click from another,
 run inside the container:
 
-    python flood.py --page URL --legit APPROVE_URL --code CODE --victim URL --pid PID
+    python flood.py --page URL --legit APPROVE_URL --code CODE --confirm WORD
+                    --victim URL --pid PID
                     [--rate 500] [--seconds 20] [--legit-at 5]
 
-For ``--seconds`` at a fixed ``--rate`` of new connections from 127.0.0.1 (bounded: at
+For ``--seconds`` at a fixed ``--rate`` of new connections from 127.0.0.66 (bounded: at
 most ``MAX_OPEN`` open at once; each gives up after ``CLIENT_TIMEOUT`` seconds), a mix of:
 GETs of unknown links (70%); POSTs of random codes to ``--victim``, a real link of a plan
 nobody approves, with a cookie and CSRF field that agree, so that they reach the approver
 (10%); garbage bytes that are not HTTP (10%); and slow clients that send a request line
-and then a header byte a second (10%). At ``--legit-at`` seconds, the
-approver opens ``--legit`` from 127.0.0.2 and submits ``--code``, as a phone would. The
-page's RSS (``--pid``'s VmRSS) is sampled every 0.25 s. Prints one JSON object with the
-figures; the test judges them.
+and then a header byte a second (10%). At ``--legit-at`` seconds, the approver opens
+``--legit`` from 127.0.0.2 and submits ``--code`` and ``--confirm``, as a phone would.
+The page's RSS (``--pid``'s VmRSS) is sampled every 0.25 s. Prints one JSON object with
+the figures; the test judges them.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ from urllib.parse import urljoin, urlparse
 import httpx
 
 MAX_OPEN = 400
+#: The flood's one address: not the tests' own 127.0.0.1, which the approver would then
+#: refuse for 15 minutes (ten wrong codes from one source).
+FLOOD_SOURCE = "127.0.0.66"
 CLIENT_TIMEOUT = 5.0
 
 
@@ -57,7 +61,7 @@ class Flood:
         try:
             async with asyncio.timeout(CLIENT_TIMEOUT):
                 reader, writer = await asyncio.open_connection(
-                    self.host, self.port, local_addr=("127.0.0.1", 0)
+                    self.host, self.port, local_addr=(FLOOD_SOURCE, 0)
                 )
                 try:
                     await self._send(kind, reader, writer)
@@ -83,7 +87,7 @@ class Flood:
             # the approver, which counts them.
             csrf = "".join(random.choices("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefgh0123456789", k=43))
             code = f"{random.randrange(1_000_000):06d}"
-            body = f"code={code}&csrf={csrf}&reason=".encode()
+            body = f"code={code}&confirm=AAAA&csrf={csrf}&reason=".encode()
             writer.write(
                 (
                     f"POST {self.victim_path} HTTP/1.1\r\nHost: {host}\r\n"
@@ -106,8 +110,9 @@ class Flood:
         self.statuses[f"{kind}:{parts[1].decode() if len(parts) > 1 else 'closed'}"] += 1
 
 
-async def legit(url: str, code: str) -> dict[str, Any]:
-    """The approver's phone: GET the link, submit the form with the code."""
+async def legit(url: str, code: str, confirm: str) -> dict[str, Any]:
+    """The approver's phone: GET the link, submit the form with the code and the
+    confirmation beside the link."""
     from tap import parse  # type: ignore[import-not-found]  # testbed/inside/tap.py, beside it
 
     transport = httpx.AsyncHTTPTransport(local_address="127.0.0.2")
@@ -117,6 +122,7 @@ async def legit(url: str, code: str) -> dict[str, Any]:
         page = parse(got.text)
         form = dict(page.fields)
         form["code"] = code
+        form["confirm"] = confirm
         posted = await client.post(urljoin(str(got.url), page.action or ""), data=form)
     return {
         "get_status": got.status_code,
@@ -139,7 +145,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     next_sample = start
     while (now := time.monotonic()) - start < args.seconds:
         if legit_task is None and now - start >= args.legit_at:
-            legit_task = asyncio.create_task(legit(args.legit, args.code))
+            legit_task = asyncio.create_task(legit(args.legit, args.code, args.confirm))
         if now >= next_sample:
             rss.append(_rss_kib(args.pid))
             next_sample += 0.25
@@ -176,6 +182,7 @@ def main() -> int:
     p.add_argument("--page", required=True)
     p.add_argument("--legit", required=True)
     p.add_argument("--code", required=True)
+    p.add_argument("--confirm", required=True)
     p.add_argument("--victim", required=True)
     p.add_argument("--pid", type=int, required=True)
     p.add_argument("--rate", type=float, default=500)

@@ -1,11 +1,12 @@
 """What an approver's phone does with a link, run inside the container (httpx, no browser):
 
-    python tap.py URL [--code CODE] [--reason TEXT] [--source ADDRESS]
+    python tap.py URL [--code CODE --confirm WORD] [--reason TEXT] [--source ADDRESS]
 
 GET the link; with ``--code``, submit the page's form as a browser would (its hidden
-fields and cookie, the code and the reason), from ``--source`` (a loopback address the
-client binds to, e.g. 127.0.0.2). Prints one JSON object: ``get`` and ``post`` each with
-``status``, ``text`` (the page's visible text) and ``seconds`` (wall time of that step).
+fields and cookie, the code, the link's confirmation and the reason), from ``--source``
+(a loopback address the client binds to, e.g. 127.0.0.2). Prints one JSON object:
+``get`` and ``post`` each with ``status``, ``text`` (the page's visible text) and
+``seconds`` (wall time of that step).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("url")
     p.add_argument("--code")
+    p.add_argument("--confirm", default="")
     p.add_argument("--reason", default="")
     p.add_argument("--source")
     args = p.parse_args()
@@ -77,6 +79,7 @@ def main() -> int:
         if args.code is not None and page.action is not None:
             form = dict(page.fields)
             form["code"] = args.code
+            form["confirm"] = args.confirm
             if "reason" in form or args.reason:
                 form["reason"] = args.reason
             started = time.monotonic()

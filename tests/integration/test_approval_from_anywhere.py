@@ -12,14 +12,24 @@ import re
 
 from testbed.container import BootedSystemd
 from testbed.host import (
+    EXECUTOR_SOCKET as EXECUTOR,
+)
+from testbed.host import (
     PYTHON,
+    REPO,
     plan_state,
     send_raw,
     wait_state,
 )
-from testbed.phone import APPROVERS, Phone, propose, start_receivers
+from testbed.phone import APPROVERS, PHONE_CONFIG, Phone, propose, start_receivers
 
 APPROVER_SOCKET = "/run/opsbot/approver.sock"
+APPROVER_STATE = "/var/lib/opsbot-approver/state.json"
+CONFIG = "/etc/opsbot/opsbot.toml"
+CAPS = "max_waiting_plans_per_submitter = 1000\nmax_waiting_plans = 5000\n"
+#: What a host would set (the defaults are 50 and 100): the plans earlier tests left
+#: waiting are far more than this, so the flood gets few or none stored.
+FLOOD_CAPS = "max_waiting_plans_per_submitter = 20\nmax_waiting_plans = 25\n"
 
 
 def test_a_stored_plan_is_announced_signed_and_by_mail(phone: Phone) -> None:
@@ -134,8 +144,8 @@ def test_the_web_user_cannot_approve_by_hand(phone: Phone) -> None:
     token = phone.notice_for(plan["plan_id"], "alice")["approve_url"].rsplit("/", 1)[1]
     forged = "A" * 22
     for message, kind in (
-        ({"v": 1, "op": "decide", "token": forged, "code": "123456"}, "token"),
-        ({"v": 1, "op": "decide", "token": token, "code": "000000"}, "code"),
+        ({"v": 1, "op": "decide", "token": forged, "code": "123456", "confirm": "AAAA"}, "token"),
+        ({"v": 1, "op": "decide", "token": token, "code": "000000", "confirm": "AAAA"}, "code"),
         ({"v": 1, "op": "announce"}, "request"),
     ):
         status, said = _as(ct, "opsbot-web", message)
@@ -152,6 +162,27 @@ def test_the_web_user_cannot_approve_by_hand(phone: Phone) -> None:
     assert status == 3, said  # connect refused: not in group opsbot-relay
     for plan_id in (plan["plan_id"], other["plan_id"]):
         assert plan_state(ct, plan_id) == "PROPOSED"
+
+
+def test_the_page_cannot_turn_a_reject_into_an_approve(phone: Phone) -> None:
+    """As opsbot-web (a subverted page): it saw erin's approve link of a plan opened on
+    it; erin then rejects, typing her code and the reject link's confirmation. The page
+    sends that code with the approve token: refused by root's approver (``confirm``),
+    the plan still PROPOSED, no approval written. Her reject link still rejects."""
+    ct = phone.ct
+    plan = propose(ct, "restart demo-web (subverted page test)")
+    notice = phone.notice_for(plan["plan_id"], "erin")
+    approve_token = notice["approve_url"].rsplit("/", 1)[1]
+    typed = {"code": phone.code("erin"), "confirm": notice["reject_confirm"]}
+    status, said = _as(ct, "opsbot-web", {"v": 1, "op": "decide", "token": approve_token, **typed})
+    reply = json.loads(said.splitlines()[0])
+    assert (reply["op"], reply["kind"]) == ("refused", "confirm"), reply
+    assert plan_state(ct, plan["plan_id"]) == "PROPOSED"
+    approval = f"/var/lib/opsbot-approvals/{plan['plan_id']}.approval"
+    assert ct.run(["test", "-e", approval], check=False).returncode != 0
+    done = phone.click(notice["reject_url"], "--code", phone.code("erin"))
+    assert done["post"]["status"] == 200, done
+    assert plan_state(ct, plan["plan_id"]) == "REJECTED"
 
 
 def test_the_units_have_their_ip_filters_and_the_page_no_network(phone: Phone) -> None:
@@ -219,3 +250,44 @@ def test_a_channel_that_is_down_is_logged_and_holds_nothing_up(phone: Phone) -> 
         assert failed
     finally:
         start_receivers(phone)
+
+
+def test_a_flood_of_plans_from_the_diagnose_user_shuts_no_link(phone: Phone) -> None:
+    """As opsbot-diagnose (subverted): 300 valid plans as fast as the executor answers,
+    with the waiting caps lowered to what a host would set. The executor stores no more
+    than its cap and rejects the rest saying which cap; opsbot-notify sends alice one
+    digest, not a message a plan; the approver's state stays far under its 8 MiB limit;
+    and alice's link, sent before the flood, still approves her plan."""
+    ct = phone.ct
+    mine = propose(ct, "restart demo-web (alice's plan, before the flood)")
+    notice = phone.notice_for(mine["plan_id"], "alice")
+    hooks_before = len(phone.hooks())
+    ct.write_file(CONFIG, PHONE_CONFIG.replace(CAPS, FLOOD_CAPS))
+    try:
+        flood = json.loads(
+            ct.run(
+                [
+                    PYTHON,
+                    f"{REPO}/testbed/inside/plan_flood.py",
+                    EXECUTOR,
+                    "300",
+                    "demo-db.service",
+                ],
+                user="opsbot-diagnose",
+                env={"PYTHONPATH": REPO},
+                timeout=300,
+            ).stdout
+        )
+        assert flood["verdicts"].get("ACCEPT", 0) <= 25, flood
+        assert flood["verdicts"]["REJECT"] >= 275, flood
+        assert "plans already wait for approval" in flood["first_reject"], flood
+        ct.run(["systemctl", "start", "opsbot-notify.service"], timeout=300, check=False)
+        to_alice = [m for m in phone.hooks()[hooks_before:] if m.get("approver") == "alice"]
+        assert len(to_alice) <= 3, [m.get("event") for m in to_alice]
+        size = int(ct.run(["stat", "-c", "%s", APPROVER_STATE]).stdout)
+        assert size < 1024 * 1024, size
+        done = phone.click(notice["approve_url"], "--code", phone.code("alice"))
+        assert done["post"]["status"] == 200, done
+        assert plan_state(ct, mine["plan_id"]) in ("APPROVED", "APPLYING", "APPLIED", "VERIFIED")
+    finally:
+        ct.write_file(CONFIG, PHONE_CONFIG)

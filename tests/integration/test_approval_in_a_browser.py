@@ -26,7 +26,14 @@ SHOTS = "/srv/shots"
 def _browse(phone: Phone, url: str, shot: str, *args: str) -> dict[str, Any]:
     phone.ct.run(["mkdir", "-p", SHOTS])
     done = phone.ct.run(
-        [PYTHON, f"{REPO}/testbed/inside/browser.py", url, "--screenshot", shot, *args],
+        [
+            PYTHON,
+            f"{REPO}/testbed/inside/browser.py",
+            url,
+            "--screenshot",
+            shot,
+            *phone.typed(url, args),
+        ],
         env={"HOME": "/root", "SE_OFFLINE": "true"},
         timeout=120,
     )
@@ -85,7 +92,7 @@ def test_opening_a_link_without_a_click_changes_nothing(phone: Phone) -> None:
 
 
 def test_a_flood_from_one_source_does_not_keep_the_approver_out(phone: Phone) -> None:
-    """500 new connections a second for 20 s from 127.0.0.1 (unknown links, random codes
+    """500 new connections a second for 20 s from 127.0.0.66 (unknown links, random codes
     on a real link of erin's, garbage, slow clients), bounded, while the approver approves
     from 127.0.0.2: their click goes through within 2 s, the page's RSS stays under 80 MB,
     the plan the flood aimed codes at is not approved and its link is burned. The figures
@@ -107,6 +114,8 @@ def test_a_flood_from_one_source_does_not_keep_the_approver_out(phone: Phone) ->
             wanted_url,
             "--code",
             phone.code("bob"),
+            "--confirm",
+            phone.confirm_for(wanted_url),
             "--victim",
             victim_url,
             "--pid",

@@ -113,11 +113,29 @@ class Bench:
         totp = pyotp.TOTP(SECRETS[approver])
         return totp.at(self.clock() + timedelta(seconds=30 * ahead))
 
+    def confirm_of(self, token: str) -> str:
+        """The confirmation the message showed beside ``token``'s link ("AAAA" for a
+        token never announced: a forged one)."""
+        for links in self.announced.values():
+            for link in links.values():
+                if link.token == token:
+                    return link.confirm
+        return "AAAA"
+
     def decide(
-        self, token: str, code: str, reason: str = "", source: str = "192.0.2.7"
+        self,
+        token: str,
+        code: str,
+        reason: str = "",
+        source: str = "192.0.2.7",
+        confirm: str | None = None,
     ) -> Decided | Refused:
+        """What the page relays when the human typed ``code`` and (by default) the
+        confirmation beside this token's link."""
+        confirm = self.confirm_of(token) if confirm is None else confirm
         reply = self.ask(
-            self.web_socket, Decide(token=token, code=code, reason=reason, source=source)
+            self.web_socket,
+            Decide(token=token, code=code, confirm=confirm, reason=reason, source=source),
         )
         assert isinstance(reply, Decided | Refused), reply
         return reply

@@ -224,33 +224,58 @@ def test_five_wrong_codes_burn_the_link(b: Bench) -> None:
     assert approval_of(b, a.plan_id) is None
 
 
-def test_ten_wrong_codes_lock_the_approver_for_fifteen_minutes(b: Bench) -> None:
-    """Ten wrong codes of alice's within 15 minutes, spread over links so that no link
-    burns: alice is locked (``limit``, even with her right code), bob is not; once the
-    wrong codes are 15 minutes old her link works again."""
+def test_ten_wrong_codes_from_one_address_shut_that_address_not_the_approver(b: Bench) -> None:
+    """Ten wrong codes from one address within 15 minutes, spread over alice's links so
+    that no link burns: that address is refused (``limit``) for everyone, even with a
+    right code (bob's too); alice, from her own address, decides with a link no one
+    guessed at; a link that saw wrong codes stays locked while her count is over; once
+    the wrong codes are 15 minutes old the address may try again."""
     a, c = b.submit(), b.submit(unit="app.service")
     links_a, links_c = b.links(a.plan_id), b.links(c.plan_id)
     spread = [links_a[("alice", "approve")], links_a[("alice", "reject")]]
     spread += [links_c[("alice", "reject")]]
+    attacker, alice = "203.0.113.66", "192.0.2.7"
     for index in range(10):
-        reply = refused(
-            b.decide(spread[index % 3].token, wrong(b)), "code" if index < 9 else "limit"
-        )
-        assert reply.kind in ("code", "limit")
+        kind = "code" if index < 9 else "limit"
+        refused(b.decide(spread[index % 3].token, wrong(b), source=attacker), kind)
     target = links_c[("alice", "approve")]
-    refused(b.decide(target.token, b.code()), "limit")
+    refused(b.decide(target.token, b.code(), source=attacker), "limit")
+    refused(b.decide(links_a[("bob", "approve")].token, b.code("bob"), source=attacker), "limit")
     assert approval_of(b, c.plan_id) is None
-    assert isinstance(b.decide(links_a[("bob", "approve")].token, b.code("bob")), Decided)
+    # alice's count is over: a link that saw wrong codes is locked even from her address.
+    refused(b.decide(spread[0].token, b.code(), source=alice), "limit")
+    assert isinstance(b.decide(target.token, b.code(ahead=1), source=alice), Decided)
     b.clock.advance(15 * 60)
-    assert isinstance(b.decide(target.token, b.code()), Decided)
+    assert isinstance(
+        b.decide(links_a[("bob", "approve")].token, b.code("bob"), source=attacker), Decided
+    )
 
 
-def test_thirty_wrong_codes_in_a_day_lock_the_approver_for_the_day(b: Bench) -> None:
-    """Eight wrong codes every 16 minutes never trip the 15-minute lock, but the thirtieth
-    of the day does: alice's right code is refused (``limit``) until a day after the
-    first of them; a subverted page holding live links cannot guess on for ever."""
+def test_one_shared_message_cannot_lock_its_approver_out_of_every_plan(b: Bench) -> None:
+    """Anyone who saw one message holds alice's two links of plan A: from many addresses
+    they burn both (ten wrong codes, alice's limit reached). Plan B's link, from alice's
+    phone, still approves with her code; plan A is still decided as root."""
+    a, other = b.submit(), b.submit(unit="app.service")
+    message = b.links(a.plan_id)
+    for number in range(10):
+        link = message[("alice", "approve" if number < 5 else "reject")]
+        kind = "limit" if number in (4, 9) else "code"
+        refused(b.decide(link.token, wrong(b), source=f"198.51.100.{number}"), kind)
+    refused(b.decide(message[("alice", "approve")].token, b.code()), "token")
+    assert approval_of(b, a.plan_id) is None
+    theirs = b.links(other.plan_id)[("alice", "approve")]
+    assert isinstance(b.decide(theirs.token, b.code(), source="192.0.2.7"), Decided)
+
+
+def test_a_locked_approver_gives_a_guesser_one_try_per_unused_link(b: Bench) -> None:
+    """Thirty wrong codes of alice's in a day, from addresses and links that change
+    (eight every 16 minutes: no address and no 15-minute window trips): every link and
+    address used is locked for the day; a link never used, from an address never used,
+    gets one try, and after a wrong one it is locked too. Guessing stays bounded by the
+    links the guesser holds, not by time."""
     failures = 0
     plan_number = 0
+    used: list[str] = []
     while failures < 30:
         plan_number += 1
         plan = b.submit(unit=f"app{plan_number}.service")
@@ -259,21 +284,78 @@ def test_thirty_wrong_codes_in_a_day_lock_the_approver_for_the_day(b: Bench) -> 
             for _ in range(4):
                 if failures == 30:
                     break
-                reply = b.decide(links[("alice", decision)].token, wrong(b))
+                token = links[("alice", decision)].token
+                used.append(token)
+                source = f"198.51.100.{failures}"
+                reply = b.decide(token, wrong(b), source=source)
                 assert isinstance(reply, Refused)
                 failures += 1
                 expected = "limit" if failures == 30 else "code"
                 assert reply.kind == expected, (failures, reply)
         b.clock.advance(16 * 60)
-    fresh = b.submit(unit="fresh.service")
-    target = b.links(fresh.plan_id)[("alice", "approve")]
-    refused(b.decide(target.token, b.code()), "limit")
-    assert approval_of(b, fresh.plan_id) is None
+    refused(b.decide(used[-2], b.code(), source="192.0.2.7"), "limit")
+    guessed, clean = b.submit(unit="fresh.service"), b.submit(unit="clean.service")
+    target = b.links(guessed.plan_id)[("alice", "approve")]
+    refused(b.decide(target.token, wrong(b), source="203.0.113.9"), "limit")  # its one try
+    refused(b.decide(target.token, b.code(), source="192.0.2.7"), "limit")
+    assert approval_of(b, guessed.plan_id) is None
+    untouched = b.links(clean.plan_id)[("alice", "approve")]
+    assert isinstance(b.decide(untouched.token, b.code(), source="192.0.2.7"), Decided)
     b.clock.advance(24 * 3600 - 60 * 16 * plan_number + 60)
     later = b.submit(unit="later.service")
     assert isinstance(
         b.decide(b.links(later.plan_id)[("alice", "approve")].token, b.code()), Decided
     )
+
+
+# -- what the human typed is bound to the decision they meant -------------------------
+
+
+def test_a_code_typed_to_reject_cannot_approve_with_the_approve_link_the_page_saw(
+    b: Bench,
+) -> None:
+    """alice opened plan A's approve link on the page (so a subverted page holds its
+    token), then chose to reject A: she types her code and the reject link's
+    confirmation. The page sends that code with A's approve token: refused
+    (``confirm``), the code spent, nothing approved; the journal says why. Her reject,
+    with the next code, still goes through."""
+    a = b.submit()
+    links = b.links(a.plan_id)
+    approve, reject = links[("alice", "approve")], links[("alice", "reject")]
+    typed = b.code()
+    with capture_logs() as logs:
+        reply = refused(b.decide(approve.token, typed, confirm=reject.confirm), "confirm")
+    assert "not the one beside this link" in reply.reason
+    assert approval_of(b, a.plan_id) is None
+    assert b.store.status(a.plan_id).state is PlanState.PROPOSED
+    assert any(e["event"] == "decide.unconfirmed" for e in logs)
+    refused(b.decide(reject.token, typed), "code")  # spent: the page cannot replay it
+    assert isinstance(b.decide(reject.token, b.code(ahead=1)), Decided)
+    assert b.store.status(a.plan_id).state is PlanState.REJECTED
+
+
+def test_a_code_typed_for_one_plan_cannot_approve_another(b: Bench) -> None:
+    """alice approves plan B; the page sends her code and B's confirmation with plan
+    A's approve token (a link she opened earlier): refused, A not approved."""
+    a, other = b.submit(), b.submit(unit="app.service")
+    link_a = b.links(a.plan_id)[("alice", "approve")]
+    link_b = b.links(other.plan_id)[("alice", "approve")]
+    refused(b.decide(link_a.token, b.code(), confirm=link_b.confirm), "confirm")
+    assert approval_of(b, a.plan_id) is None and approval_of(b, other.plan_id) is None
+
+
+def test_guessing_a_confirmation_burns_the_link(b: Bench) -> None:
+    """A page guessing the confirmation needs a fresh right code of alice's for each
+    guess, and five guesses burn the link."""
+    a = b.submit()
+    link = b.links(a.plan_id)[("alice", "approve")]
+    guesses = [g for g in ("AAAA", "BBBB", "CCCC", "DDDD", "EEEE", "FFFF") if g != link.confirm]
+    for number, guess in enumerate(guesses[:5]):
+        kind = "limit" if number == 4 else "confirm"
+        refused(b.decide(link.token, b.code(), confirm=guess), kind)
+        b.clock.advance(30)
+    refused(b.decide(link.token, b.code(), confirm=link.confirm), "token")
+    assert approval_of(b, a.plan_id) is None
 
 
 def test_announce_is_the_notify_relays_alone(b: Bench) -> None:
@@ -289,7 +371,10 @@ def test_view_and_decide_are_the_web_relays_alone(b: Bench) -> None:
     a = b.submit()
     link = b.links(a.plan_id)[("alice", "approve")]
     refused(b.ask(b.notify_socket, View(token=link.token)), "request")
-    refused(b.ask(b.notify_socket, Decide(token=link.token, code=b.code())), "request")
+    refused(
+        b.ask(b.notify_socket, Decide(token=link.token, code=b.code(), confirm=link.confirm)),
+        "request",
+    )
     assert approval_of(b, a.plan_id) is None
     assert isinstance(b.decide(link.token, b.code()), Decided)  # the link was not spent
 

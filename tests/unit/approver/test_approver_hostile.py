@@ -16,10 +16,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 import plans
+from approver_svc import tokens
 from approver_svc.service import ApproverService
-from approver_svc.state import StateFile
+from approver_svc.state import ApproverState, StateFile
 from plans import PlanStore, approval_path
 from shared_io.framing import exchange
 from shared_schema import PlanState
@@ -31,6 +33,7 @@ from shared_schema.approver_socket import (
     parse_approver_reply,
 )
 from tests.unit.approver.bench import Bench, bench
+from tests.unit.plans.helpers import NOW
 
 
 @pytest.fixture(autouse=True)
@@ -231,7 +234,13 @@ def test_a_daemon_killed_while_writing_its_state_keeps_a_used_link_used(
     monkeypatch.setattr("shared_io.files.os.write", dies_halfway)
     b.clock.advance(30)
     with pytest.raises(Killed):
-        b.service.decide(Decide(token=links_c[("bob", "approve")].token, code=b.code("bob")))
+        b.service.decide(
+            Decide(
+                token=links_c[("bob", "approve")].token,
+                code=b.code("bob"),
+                confirm=links_c[("bob", "approve")].confirm,
+            )
+        )
     monkeypatch.undo()
     assert b.state_bytes() == saved
     restarted = ApproverService(
@@ -369,3 +378,54 @@ def test_an_approver_removed_from_the_config_cannot_use_a_link_sent_before(b: Be
     assert "no longer an approver" in reply.reason
     assert approval_of(b, a.plan_id) is None
     assert isinstance(b.decide(links[("bob", "approve")].token, b.code("bob")), Decided)
+
+
+def test_a_flood_of_plans_mints_a_bounded_set_of_links_and_alices_still_works(
+    tmp_path: Path, store: PlanStore, approvals_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """alice's link is sent; then the diagnose user floods (here 60 plans against a
+    bound of 40 live links): announces mint links for the newest plans only until the
+    bound, say why in the journal, the state file stays small, and alice's link still
+    approves her plan."""
+    monkeypatch.setattr("approver_svc.service.MAX_LIVE_TOKENS", 40)
+    with bench(tmp_path, store, approvals_dir) as b:
+        mine = b.submit()
+        link = b.links(mine.plan_id)[("alice", "approve")]
+        for number in range(60):
+            b.submit(unit=f"flood{number}.service")
+        with capture_logs() as logs:
+            minted = sum(len(b.announce().notices) for _ in range(4))
+        assert minted == 9  # 4 links a plan: 4 + 9 * 4 = 40
+        assert any(e["event"] == "announce.backlog" for e in logs)
+        assert len(b.state_bytes()) < 64 * 1024
+        assert isinstance(b.decide(link.token, b.code()), Decided)
+
+
+def test_the_state_sheds_links_rather_than_pass_its_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """However many tokens it holds, the state written is under MAX_STATE_BYTES (used
+    links and the soonest to expire are forgotten first, logged), so the next load
+    always reads it: the approver never answers 503 for its own state's size."""
+    monkeypatch.setattr("approver_svc.state.MAX_STATE_BYTES", 20_000)
+    directory = tmp_path / "state"
+    directory.mkdir(mode=0o700)
+    state_file = StateFile(directory)
+    state = ApproverState()
+    keep = ""
+    for number in range(200):
+        token, _ = tokens.mint(
+            state,
+            plan_id="20261129-213500-d4b85b2d",
+            sha256="0" * 64,
+            approver="alice",
+            decision="approve",
+            expires_at=NOW + timedelta(minutes=number + 1),
+        )
+        keep = token
+    with capture_logs() as logs:
+        state_file.save(state)
+    assert (directory / "state.json").stat().st_size <= 20_000
+    loaded = state_file.load()
+    assert tokens.digest(keep) in loaded.tokens  # the last to expire is kept
+    assert any(e["event"] == "state.shed" for e in logs)

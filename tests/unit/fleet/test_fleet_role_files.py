@@ -101,7 +101,11 @@ def stack_variables(stack: Stack) -> dict[str, Any]:
     """The role variables for a host running the scenario stack (what the fleet test gives
     each host): testbed/stack.py Stack.opsbot_config as inventory data."""
     return {
-        "opsbot_executor": {"restart_budget": 100},
+        "opsbot_executor": {
+            "restart_budget": 100,
+            "max_waiting_plans_per_submitter": 1000,
+            "max_waiting_plans": 5000,
+        },
         "opsbot_allow": {
             tool: list(stack.units)
             for tool in ("restart_unit", "start_unit", "reload_unit", "reset_failed_unit")

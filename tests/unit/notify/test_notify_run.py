@@ -224,3 +224,31 @@ def test_the_public_names_are_exported() -> None:
     for name in notify_svc.__all__:
         assert getattr(notify_svc, name) is not None
     assert {"verify_signature", "sign", "notify", "render"} <= set(notify_svc.__all__)
+
+
+def test_a_burst_of_plans_is_one_digest_per_approver_not_a_message_each(tmp_path: Path) -> None:
+    """Twenty plans in one announce (a diagnosis gone wrong, or approvers just set up):
+    alice gets one digest on her channel, listing every plan with its links and their
+    confirmations, not twenty messages; three plans still go one message each."""
+    burst = [notice(plan_view(f"20261201-1835{n:02d}-2b3c4d5e")) for n in range(20)]
+    few = [notice(plan_view(f"20261201-1840{n:02d}-2b3c4d5e")) for n in range(3)]
+    with receiver() as hook:
+        cfg = config(
+            notify={
+                "link_base": "https://ops.example.com/opsbot",
+                "channels": {"ops-hook": {"kind": "webhook", "url": hook.url()}},
+            },
+            approvers={"alice": {"notify": ["ops-hook"]}},
+        )
+        with approver(tmp_path / "a.sock", [burst, few]) as fake:  # type: ignore[list-item]
+            creds = credentials(tmp_path / "c", {"ops-hook": KEY})
+            summary = notify(cfg, socket_path=fake.path, credentials=creds, sleep=Sleeps())
+    assert (summary.plans, summary.sent) == (23, 4)
+    digest = json.loads(hook.requests[0].body)
+    assert digest["event"] == "plans.proposed"
+    assert [p["plan_id"] for p in digest["plans"]] == [n.plan.plan_id for n in burst]
+    for item, sent in zip(digest["plans"], burst, strict=True):
+        confirm = next(k.confirm for k in sent.links if k.decision == "approve")
+        assert item["approve_confirm"] == confirm
+        assert f"{item['approve_url']}  confirm {confirm}" in digest["text"]
+    assert [json.loads(r.body)["event"] for r in hook.requests[1:]] == ["plan.proposed"] * 3

@@ -26,6 +26,7 @@ from notify_svc import verify_signature
 from notify_svc.credentials import Credentials
 from shared_io.framing import LineReader
 from shared_schema.approver_socket import (
+    CONFIRM_ALPHABET,
     Announced,
     Link,
     Notice,
@@ -80,6 +81,7 @@ def notice(plan: PlanView | None = None, approvers: tuple[str, ...] = ("alice",)
             approver=name,
             decision=decision,
             token=secrets.token_urlsafe(16),
+            confirm="".join(secrets.choice(CONFIRM_ALPHABET) for _ in range(4)),
             expires_at=NOW + timedelta(minutes=59),
         )
         for name in approvers

@@ -27,7 +27,12 @@ def test_approve_happy_path(start_web: Start) -> None:
         assert "path=" not in cookie and "secure" not in cookie  # plain http here
         response = client.post(
             f"/p/{APPROVE}",
-            data={"csrf": csrf_of(page.text), "code": "123456", "reason": "as agreed"},
+            data={
+                "csrf": csrf_of(page.text),
+                "confirm": "K7QM",
+                "code": "123456",
+                "reason": "as agreed",
+            },
             headers={"origin": web.url},
         )
         assert response.status_code == 200, response.text
@@ -36,7 +41,7 @@ def test_approve_happy_path(start_web: Start) -> None:
         assert "opsbot-apply.service, at once" in response.text
         assert client.get(f"/p/{APPROVE}").status_code == 410
     assert web.approver.decides == [
-        Decide(token=APPROVE, code="123456", reason="as agreed", source="127.0.0.1")
+        Decide(token=APPROVE, code="123456", confirm="K7QM", reason="as agreed", source="127.0.0.1")
     ]
 
 
@@ -45,7 +50,9 @@ def test_reject_happy_path(start_web: Start) -> None:
     web = start_web()
     with web.client() as client:
         page = client.get(f"/p/{REJECT}")
-        response = client.post(f"/p/{REJECT}", data={"csrf": csrf_of(page.text), "code": "123456"})
+        response = client.post(
+            f"/p/{REJECT}", data={"csrf": csrf_of(page.text), "confirm": "K7QM", "code": "123456"}
+        )
     assert response.status_code == 200
     assert "rejected" in response.text and "approved" not in response.text
     assert [d.token for d in web.approver.decides] == [REJECT]
@@ -57,15 +64,19 @@ def test_a_wrong_code_shows_the_form_again_saying_so(start_web: Start) -> None:
     web = start_web()
     with web.client() as client:
         csrf = csrf_of(client.get(f"/p/{APPROVE}").text)
-        bad = client.post(f"/p/{APPROVE}", data={"csrf": csrf, "code": "12345x"})
+        bad = client.post(f"/p/{APPROVE}", data={"csrf": csrf, "confirm": "K7QM", "code": "12345x"})
         assert bad.status_code == 400 and "The code is the 6 digits" in bad.text
         assert web.approver.decides == []
         for _ in range(3):
-            wrong = client.post(f"/p/{APPROVE}", data={"csrf": csrf, "code": "654321"})
+            wrong = client.post(
+                f"/p/{APPROVE}", data={"csrf": csrf, "confirm": "K7QM", "code": "654321"}
+            )
             assert wrong.status_code == 400
             assert "That code is wrong or was used already" in wrong.text
             assert 'name="code"' in wrong.text
-        locked = client.post(f"/p/{APPROVE}", data={"csrf": csrf, "code": "123456"})
+        locked = client.post(
+            f"/p/{APPROVE}", data={"csrf": csrf, "confirm": "K7QM", "code": "123456"}
+        )
     assert locked.status_code == 429 and "Too many attempts" in locked.text
     assert len(web.approver.decides) == 4
     assert not web.approver.tokens[APPROVE].used
@@ -78,17 +89,25 @@ def test_a_post_without_the_pages_csrf_value_decides_nothing(start_web: Start) -
     with web.client() as client:
         csrf = csrf_of(client.get(f"/p/{APPROVE}").text)
         attempts = [
-            ({"code": "123456"}, {}),
-            ({"code": "123456", "csrf": "x" * 43}, {}),
-            ({"code": "123456", "csrf": csrf}, {"origin": "https://evil.example"}),
-            ({"code": "123456", "csrf": csrf}, {"origin": "null"}),
-            ({"code": "123456", "csrf": csrf}, {"referer": "https://evil.example/p/x"}),
+            ({"confirm": "K7QM", "code": "123456"}, {}),
+            ({"confirm": "K7QM", "code": "123456", "csrf": "x" * 43}, {}),
+            (
+                {"confirm": "K7QM", "code": "123456", "csrf": csrf},
+                {"origin": "https://evil.example"},
+            ),
+            ({"confirm": "K7QM", "code": "123456", "csrf": csrf}, {"origin": "null"}),
+            (
+                {"confirm": "K7QM", "code": "123456", "csrf": csrf},
+                {"referer": "https://evil.example/p/x"},
+            ),
         ]
         for data, headers in attempts:
             response = client.post(f"/p/{APPROVE}", data=data, headers=headers)
             assert response.status_code == 403, (data, headers)
     with web.client() as fresh:  # the field, but no cookie
-        response = fresh.post(f"/p/{APPROVE}", data={"code": "123456", "csrf": csrf})
+        response = fresh.post(
+            f"/p/{APPROVE}", data={"confirm": "K7QM", "code": "123456", "csrf": csrf}
+        )
         assert response.status_code == 403
     assert web.approver.decides == []
     # The same request from the page itself passes: the guard refused what it should.
@@ -96,7 +115,7 @@ def test_a_post_without_the_pages_csrf_value_decides_nothing(start_web: Start) -
         csrf = csrf_of(client.get(f"/p/{APPROVE}").text)
         ok = client.post(
             f"/p/{APPROVE}",
-            data={"code": "123456", "csrf": csrf},
+            data={"confirm": "K7QM", "code": "123456", "csrf": csrf},
             headers={"origin": web.url, "referer": f"{web.url}/p/{APPROVE}"},
         )
         assert ok.status_code == 200
@@ -116,7 +135,9 @@ def test_the_cookie_is_secure_behind_a_trusted_https_proxy_only(start_web: Start
         assert "secure" in page.headers["set-cookie"].lower()
         proxied.cookies.set("opsbot_csrf", page.cookies["opsbot_csrf"])
         proxied.post(
-            f"/p/{APPROVE}", data={"code": "123456", "csrf": csrf_of(page.text)}, headers=headers
+            f"/p/{APPROVE}",
+            data={"confirm": "K7QM", "code": "123456", "csrf": csrf_of(page.text)},
+            headers=headers,
         )
     assert [d.source for d in web.approver.decides] == ["203.0.113.9"]
 
@@ -127,7 +148,7 @@ def test_an_oversized_body_is_a_413_without_a_decide(start_web: Start) -> None:
     web = start_web(max_body_bytes=1024)
     with web.client() as client:
         csrf = csrf_of(client.get(f"/p/{APPROVE}").text)
-        big = {"csrf": csrf, "code": "123456", "reason": "x" * 2000}
+        big = {"csrf": csrf, "confirm": "K7QM", "code": "123456", "reason": "x" * 2000}
         assert client.post(f"/p/{APPROVE}", data=big).status_code == 413
 
         def chunks() -> object:

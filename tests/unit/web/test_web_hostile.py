@@ -16,7 +16,9 @@ def test_methods_other_than_get_head_and_post_ask_the_approver_nothing(
     web = start_web()
     with web.client() as client:
         for method in ("OPTIONS", "PUT", "DELETE", "PATCH", "TRACE", "APPROVE"):
-            response = client.request(method, f"/p/{APPROVE}", data={"code": "123456"})
+            response = client.request(
+                method, f"/p/{APPROVE}", data={"confirm": "K7QM", "code": "123456"}
+            )
             assert response.status_code == 405, (method, response.status_code)
             assert response.headers["allow"] == "GET, POST"
             assert response.headers["x-frame-options"] == "DENY"
@@ -38,14 +40,14 @@ def test_a_forged_host_or_forwarded_host_does_not_pass_another_sites_origin(
         csrf = csrf_of(client.get(f"/p/{APPROVE}").text)
         forwarded = client.post(
             f"/p/{APPROVE}",
-            data={"code": "123456", "csrf": csrf},
+            data={"confirm": "K7QM", "code": "123456", "csrf": csrf},
             headers={"origin": "https://evil.example", "x-forwarded-host": "evil.example"},
         )
         assert forwarded.status_code == 403
     with web.client() as rebound:  # Host and Origin both the attacker's, no cookie
         response = rebound.post(
             f"/p/{APPROVE}",
-            data={"code": "123456", "csrf": "x" * 43},
+            data={"confirm": "K7QM", "code": "123456", "csrf": "x" * 43},
             headers={"host": "evil.example", "origin": "http://evil.example"},
         )
         assert response.status_code == 403
@@ -67,7 +69,9 @@ def test_a_fixed_csrf_cookie_is_still_refused_from_another_site(start_web: Start
             {"origin": "null"},
         ):
             response = victim.post(
-                f"/p/{APPROVE}", data={"code": "123456", "csrf": fixed}, headers=headers
+                f"/p/{APPROVE}",
+                data={"confirm": "K7QM", "code": "123456", "csrf": fixed},
+                headers=headers,
             )
             assert response.status_code == 403, headers
     assert web.approver.decides == []
@@ -82,7 +86,7 @@ def test_an_http_page_cannot_post_to_the_https_page(start_web: Start) -> None:
     with web.client() as client:
         page = client.get(f"/p/{APPROVE}", headers=proto)
         client.cookies.set("opsbot_csrf", page.cookies["opsbot_csrf"])
-        data = {"code": "123456", "csrf": csrf_of(page.text)}
+        data = {"confirm": "K7QM", "code": "123456", "csrf": csrf_of(page.text)}
         downgraded = client.post(
             f"/p/{APPROVE}", data=data, headers={**proto, "origin": "http://ops.example.com"}
         )
@@ -157,7 +161,7 @@ def test_a_flood_of_views_cannot_starve_a_decide(start_web: Start) -> None:
             assert len(views_waiting) >= 4, "the views did not take the page's threads"
             response = approver_browser.post(
                 f"/p/{APPROVE}",
-                data={"code": "123456", "csrf": csrf},
+                data={"confirm": "K7QM", "code": "123456", "csrf": csrf},
                 headers={"origin": web.url},
                 timeout=5,
             )

@@ -59,7 +59,9 @@ def test_a_malformed_token_is_a_404_without_asking_the_approver(start_web: Start
     with web.client() as client:
         for path in ("/p/short", f"/p/{APPROVE}x", "/p/" + "%" * 22, "/", "/p/"):
             assert client.get(path).status_code == 404, path
-        assert client.post("/p/short", data={"code": "123456"}).status_code == 404
+        assert (
+            client.post("/p/short", data={"confirm": "K7QM", "code": "123456"}).status_code == 404
+        )
     assert web.approver.requests == []
 
 
