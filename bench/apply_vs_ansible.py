@@ -50,6 +50,9 @@ CONFIG = """\
 [executor]
 step_timeout_seconds = 30
 settle_seconds = 1
+# The bench stores thousands of plans nobody decides.
+max_waiting_plans_per_submitter = 100000
+max_waiting_plans = 100000
 
 [executor.allow]
 restart_unit = ["bench-a.service", "bench-b.service", "bench-c.service"]

@@ -40,6 +40,11 @@ from bench._common import (
 
 UNIT = "bench-a.service"
 CONFIG = """\
+[executor]
+# The bench stores thousands of plans nobody decides.
+max_waiting_plans_per_submitter = 100000
+max_waiting_plans = 100000
+
 [executor.allow]
 restart_unit = ["bench-a.service"]
 """

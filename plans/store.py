@@ -162,11 +162,18 @@ class PlanStore:
         """TooManyWaiting if one more plan from ``uid`` would pass ``caps`` (plans being
         written count: racing submits cannot pass it together). Called with the lock."""
         young = now - timedelta(seconds=caps.ttl_seconds)
-        mine = total = len(self._writing)
-        for sha in [s for s, o in index.items() if o.submitted_at > young]:
-            if self._still_open(index, sha):
-                total += 1
-                mine += index[sha].uid == uid
+        shas = [s for s, o in index.items() if o.submitted_at > young]
+
+        def counts() -> tuple[int, int]:
+            writing = len(self._writing)
+            return writing + sum(index[s].uid == uid for s in shas), writing + len(shas)
+
+        mine, total = counts()
+        if mine >= caps.per_submitter or total >= caps.total:
+            # The index may still hold plans decided since (by the apply, or root): only
+            # at the cap is each read again, so a submit reads no file below it.
+            shas = [s for s in shas if self._still_open(index, s)]
+            mine, total = counts()
         if mine >= caps.per_submitter or total >= caps.total:
             whose = "from this submitter" if mine >= caps.per_submitter else "in all"
             cap = caps.per_submitter if mine >= caps.per_submitter else caps.total

@@ -75,8 +75,8 @@ class ExecutorPolicy(Model):
     #: from one submitting uid, and in all. Past either, a submit is rejected (the
     #: diagnosis ends in a note) until plans are approved, rejected or expire, so a
     #: subverted diagnose process cannot flood the store, the approver or the approvers.
-    max_waiting_plans_per_submitter: Annotated[int, Field(ge=1, le=1000)] = 50
-    max_waiting_plans: Annotated[int, Field(ge=1, le=5000)] = 100
+    max_waiting_plans_per_submitter: Annotated[int, Field(ge=1, le=100_000)] = 50
+    max_waiting_plans: Annotated[int, Field(ge=1, le=100_000)] = 100
     #: Connections one operator may hold on the executor socket at once (the diagnose
     #: user and root are bound only by the socket's 128, 32 of which are kept for them).
     connections_per_uid: Annotated[int, Field(ge=1, le=96)] = 16

@@ -55,6 +55,11 @@ POLICY = ExecutorPolicy(
     }
 )
 CONFIG_TOML = """\
+[executor]
+# These tests store thousands of plans nobody decides (the caps' own tests lower them).
+max_waiting_plans_per_submitter = 100000
+max_waiting_plans = 100000
+
 [executor.allow]
 restart_unit = ["demo-web.service", "demo-db.service"]
 start_unit = ["demo-web.service", "demo-db.service"]
