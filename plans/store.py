@@ -21,6 +21,7 @@ import fcntl
 import json
 import os
 import secrets
+import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -67,6 +68,21 @@ class WaitingCaps:
     ttl_seconds: float
     per_submitter: int
     total: int
+
+
+def _plain_lock_file(fd: int, path: Path, directory: Path) -> None:
+    """StoreError unless ``fd`` is a regular file with one link, of this uid or of the
+    directory's owner: what the executor's user could plant at the lock's name (a FIFO, a
+    device, a hard link to a file of root's) is refused before root changes its owner."""
+    st = os.fstat(fd)
+    owners = {os.geteuid(), os.stat(directory).st_uid}
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_uid not in owners:
+        raise StoreError(
+            f"{path} is not a plain file of the executor's (it is "
+            f"{stat.filemode(st.st_mode)}, {st.st_nlink} link(s), uid {st.st_uid}); "
+            "refusing to lock or chown it",
+            hint="find out who put it there; remove it and apply again",
+        )
 
 
 def _open(record: PlanRecord) -> Open:
@@ -354,11 +370,14 @@ class PlanStore:
     @contextlib.contextmanager
     def apply_lock(self, timeout: float = 30.0) -> Iterator[None]:
         path = self.root / "apply.lock"
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o640)
+            # O_NONBLOCK: a FIFO planted at the name must not hold root's open for ever.
+            fd = os.open(path, flags, 0o640)
         except OSError as exc:
             raise store_error("open", path, exc) from exc
         try:
+            _plain_lock_file(fd, path, self.root)
             give_to_directory_owner(fd, self.root)
             deadline = time.monotonic() + timeout
             while True:

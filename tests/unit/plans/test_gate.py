@@ -396,3 +396,31 @@ def test_a_relayed_click_never_rewrites_an_approval_root_made(
             renew=False,
         )
     assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("planted", ["fifo", "hard link", "someone else's file"])
+def test_a_lock_file_the_executor_user_planted_is_refused_not_chowned(
+    store: PlanStore, tmp_path: Path, planted: str
+) -> None:
+    """The executor's user owns the state directory and can put anything at
+    ``apply.lock`` before root's apply or approve takes it: a FIFO (an open that would
+    never return), a hard link to a file of someone else's (which root would chown to
+    the executor), a file of another uid. Each is refused at once with words naming it,
+    and nothing is chowned."""
+    lock = store.root / "apply.lock"
+    victim = tmp_path / "victim"
+    victim.write_text("not the executor's\n")
+    os.chown(victim, 4321, 4321) if os.geteuid() == 0 else None
+    if planted == "fifo":
+        os.mkfifo(lock)
+    elif planted == "hard link":
+        os.link(victim, lock)
+    else:
+        lock.write_text("")
+        if os.geteuid() != 0:
+            pytest.skip("only root can make a file of another uid")
+        os.chown(lock, 4321, 4321)
+    with pytest.raises(StoreError, match="is not a plain file of the executor's"):
+        with store.apply_lock(timeout=1):
+            pass
+    assert victim.stat().st_uid == (4321 if os.geteuid() == 0 else os.geteuid())
