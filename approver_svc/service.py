@@ -118,12 +118,13 @@ class ApproverService:
         oldest = new_plan_id(now - _seconds(self.policy.plan_ttl_seconds))[:15]
         # Newest first: the plan just stored is the one an approver waits to hear of; a
         # backlog (a host where approvers were just configured) follows in later batches.
+        live = state.live_tokens()
         for plan_id in reversed(self.store.ids()):
             if len(notices) >= MAX_NOTICES or plan_id[:15] < oldest:
                 break
             if plan_id in state.announced:
                 continue
-            if state.live_tokens() + 2 * len(approvers) > MAX_LIVE_TOKENS:
+            if live + 2 * len(approvers) > MAX_LIVE_TOKENS:
                 log.warning(
                     "announce.backlog",
                     reason=f"{MAX_LIVE_TOKENS} links are live; older plans wait until "
@@ -134,6 +135,7 @@ class ApproverService:
             notice = self._notice(state, plan_id, approvers, now)
             if notice is not None:
                 notices.append(notice)
+                live += len(notice.links)
         self.state.save(state)
         if notices:
             log.info("plans.announced", plans=" ".join(n.plan.plan_id for n in notices))
