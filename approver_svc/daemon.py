@@ -165,7 +165,8 @@ class Server(ThreadedServer):
                     return encode(self.service.view(request))
                 return encode(self.service.decide(request))
             except Refusal as exc:
-                log.info("request.refused", kind=exc.kind, reason=exc.message)
+                source = getattr(request, "source", None)
+                log.info("request.refused", kind=exc.kind, reason=exc.message, source=source)
                 said = exc.message if not exc.hint else f"{exc.message} ({exc.hint})"
                 return refused(exc.kind, said)
             except OpsbotError as exc:

@@ -1,7 +1,10 @@
 """``opsbot firewall [--write]``: the IP filters systemd puts on opsbot's two units that
 speak IP, generated from the config: opsbot-web (its socket and service:
 ``[web] ip_allow``/``ip_deny``, by default loopback only, where a reverse proxy connects
-from) and opsbot-notify (``[notify] ip_allow``: where its channels live; nothing else).
+from) and opsbot-notify (``[notify] ip_allow``: where its channels live; nothing else);
+and where the page listens (``[web] listen``): with ``"unix"``, opsbot-web.socket's
+drop-in ``50-opsbot-listen.conf`` replaces 127.0.0.1:8750 with /run/opsbot/web.sock,
+mode 0660, group ``[web] proxy_group``.
 
 The filters are systemd's own (IPAddressAllow=/IPAddressDeny=, eBPF on the unit's
 cgroup), written as drop-ins ``50-opsbot-ip.conf``; ``--write`` replaces them (root:root
@@ -12,6 +15,7 @@ cgroup), written as drop-ins ``50-opsbot-ip.conf``; ``--write`` replaces them (r
 from __future__ import annotations
 
 import argparse
+import grp
 import os
 from pathlib import Path
 
@@ -22,9 +26,11 @@ from shared_io.files import write_atomic
 from shared_io.paths import Paths
 from shared_io.run import run as run_program
 from shared_schema import OpsbotConfig
+from shared_schema.config import WEB_SOCKET, WebSettings
 
 UNIT_DIR = Path("/etc/systemd/system")
 DROPIN = "50-opsbot-ip.conf"
+LISTEN_DROPIN = "50-opsbot-listen.conf"
 HEADER = "# Written by `opsbot firewall --write` from {config}; edit the config, not this file.\n"
 
 
@@ -32,7 +38,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = command(
         sub,
         "firewall",
-        "print (or --write) the IP filters of opsbot-web and opsbot-notify from the config",
+        "print (or --write) the IP filters of opsbot-web and opsbot-notify, and where the "
+        "page listens, from the config",
     )
     p.add_argument(
         "--write", action="store_true", help=f"write the drop-ins under {UNIT_DIR} and reload"
@@ -50,6 +57,19 @@ def _section(kind: str, allow: list[str], deny: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _listen(web: WebSettings) -> str:
+    if web.listen == "tcp":
+        return '# [web] listen = "tcp": the unit\'s own ListenStream= (127.0.0.1:8750).\n'
+    return (
+        "[Socket]\n"
+        "ListenStream=\n"
+        f"ListenStream={WEB_SOCKET}\n"
+        "SocketUser=root\n"
+        f"SocketGroup={web.proxy_group}\n"
+        "SocketMode=0660\n"
+    )
+
+
 def render(config: OpsbotConfig, source: Path) -> dict[str, str]:
     """Each drop-in's path and text."""
     header = HEADER.format(config=source)
@@ -58,9 +78,18 @@ def render(config: OpsbotConfig, source: Path) -> dict[str, str]:
     notify = _section("Service", config.notify.ip_allow, ["any"])
     return {
         str(UNIT_DIR / "opsbot-web.socket.d" / DROPIN): header + web,
+        str(UNIT_DIR / "opsbot-web.socket.d" / LISTEN_DROPIN): header + _listen(config.web),
         str(UNIT_DIR / "opsbot-web.service.d" / DROPIN): header + web_service,
         str(UNIT_DIR / "opsbot-notify.service.d" / DROPIN): header + notify,
     }
+
+
+def _group_exists(name: str) -> bool:
+    try:
+        grp.getgrnam(name)
+    except KeyError:
+        return False
+    return True
 
 
 def current(dropins: dict[str, str]) -> bool:
@@ -75,9 +104,16 @@ def current(dropins: dict[str, str]) -> bool:
 
 
 def run(args: argparse.Namespace, paths: Paths) -> int:
-    dropins = render(load_config(paths.config), paths.config)
+    config = load_config(paths.config)
+    dropins = render(config, paths.config)
     if args.write:
         require_root("firewall --write")
+        group = config.web.proxy_group
+        if group is not None and not _group_exists(group):
+            raise ConsoleError(
+                f"[web] proxy_group: no group {group!r} on this host",
+                hint="install the reverse proxy first, or name the group it runs as",
+            )
         for path, text in dropins.items():
             try:
                 os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)

@@ -13,7 +13,7 @@
     opsbot unwatch UNIT           (root) stop that
     opsbot check-config           validate /etc/opsbot/opsbot.toml, show the privilege mode
     opsbot polkit-rule [--write]  the polkit rule generated from the policy
-    opsbot firewall [--write]     IP filters of opsbot-web and opsbot-notify, from the config
+    opsbot firewall [--write]     IP filters and the page's socket, from the config
 
 Errors are one line on stderr (and a hint line saying what to do) and a non-zero exit
 status, for every user: 1 an error (a daemon away, permission denied, a file opsbot cannot
@@ -102,7 +102,8 @@ COMMANDS = (
     Command(
         "firewall",
         "opsbot_cli.firewall",
-        "print (or --write) the IP filters of opsbot-web and opsbot-notify from the config",
+        "print (or --write) the IP filters of opsbot-web and opsbot-notify, and where the "
+        "page listens, from the config",
     ),
 )
 

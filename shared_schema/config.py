@@ -3,7 +3,6 @@
 Only the shape and the rules that need no I/O live here; each service reads the file.
 """
 
-import ipaddress
 import re
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 
@@ -247,6 +246,10 @@ class ApproverSettings(Model):
     notify: list[Name] = []
 
 
+#: The page's socket with ``[web] listen = "unix"`` (opsbot-web.socket's drop-in).
+WEB_SOCKET = "/run/opsbot/web.sock"
+
+
 class WebSettings(Model):
     """``[web]``: what protects opsbot-web, the page that relays a click."""
 
@@ -262,19 +265,41 @@ class WebSettings(Model):
     max_connections: Annotated[int, Field(ge=1, le=4096)] = 256
     requests_per_minute_per_source: Annotated[int, Field(ge=1, le=100000)] = 120
     requests_per_second: Annotated[int, Field(ge=1, le=100000)] = 200
-    #: Reverse proxies (addresses or networks) whose X-Forwarded-For / -Proto opsbot-web
-    #: believes; from any other peer those headers are ignored. Empty: none.
-    trusted_proxies: list[Annotated[str, Field(pattern=r"^[0-9A-Fa-f.:/]+$")]] = []
+    #: Where opsbot-web.socket listens (`opsbot firewall --write` writes its drop-in):
+    #: ``"tcp"``, 127.0.0.1:8750, where no X-Forwarded-For is ever believed (any local
+    #: user can connect there); ``"unix"``, ``/run/opsbot/web.sock``, mode 0660 and group
+    #: ``proxy_group``: only the reverse proxy connects, so only there its
+    #: X-Forwarded-For (the client's address) and X-Forwarded-Proto are believed.
+    listen: Literal["tcp", "unix"] = "tcp"
+    #: The reverse proxy's group (nginx on Debian: www-data), with ``listen = "unix"``.
+    proxy_group: Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")] | None = None
+    #: Gone: a proxy is trusted by the socket it reaches the page on (``listen``), never
+    #: by an address any local user can connect from. Kept to say so when a config has it.
+    trusted_proxies: list[str] = []
 
     @field_validator("trusted_proxies")
     @classmethod
-    def _networks(cls, value: list[str]) -> list[str]:
-        for entry in value:
-            try:
-                ipaddress.ip_network(entry, strict=False)
-            except ValueError as exc:
-                raise ValueError(f"{entry!r} is not an address or a network") from exc
+    def _no_trusted_addresses(cls, value: list[str]) -> list[str]:
+        if value:
+            raise ValueError(
+                "no longer trusted: any local user can connect from "
+                f"{value[0]} and claim any X-Forwarded-For; remove trusted_proxies, set "
+                'listen = "unix" and proxy_group = "<the proxy\'s group>" in [web], run '
+                "`opsbot firewall --write`, and point the proxy at "
+                f"unix:{WEB_SOCKET}"
+            )
         return value
+
+    @model_validator(mode="after")
+    def _proxy_group(self) -> "WebSettings":
+        if self.listen == "unix" and self.proxy_group is None:
+            raise ValueError(
+                'listen = "unix" needs proxy_group, the group your reverse proxy runs as '
+                '(nginx on Debian: proxy_group = "www-data"): only it may connect'
+            )
+        if self.listen == "tcp" and self.proxy_group is not None:
+            raise ValueError('proxy_group is for listen = "unix"; with "tcp" it does nothing')
+        return self
 
 
 class OpsbotConfig(Model):

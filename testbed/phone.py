@@ -5,7 +5,9 @@ approvers, the receivers an operator's side would run, and the verbs the tests u
 announced on a signed webhook and by mail (testbed/inside/receivers.py, in the container),
 with three approvers provisioned by ``opsbot approvers add`` (each with a TOTP secret,
 so each test can spend a code of its own: a code is usable once per approver). The page
-(opsbot-web) listens on 127.0.0.1:8750 in the container, as installed.
+(opsbot-web) listens on its Unix socket for the proxy's group (``[web] listen = "unix"``),
+and the reverse proxy is nginx with the manual's own location block
+(docs/operating.md, ``phone-nginx``), on 127.0.0.1:8750 instead of 443 with TLS.
 """
 
 from __future__ import annotations
@@ -21,10 +23,16 @@ import pyotp
 
 from testbed.container import BootedSystemd
 from testbed.host import PYTHON, REPO, TEST_CONFIG, invocation, opsbot, restart_plan, submit
+from testbed.readme import OPERATING, block
 
 WEBHOOK_PORT = 9099
 SMTP_PORT = 2525
-PAGE = "http://127.0.0.1:8750"
+PROXY = "127.0.0.1:8750"
+#: The links' base: the proxy's location, as an operator would publish it.
+PAGE = f"http://{PROXY}/opsbot"
+#: The proxy's group, which alone may connect to the page's socket.
+PROXY_GROUP = "www-data"
+PROXY_CONF = "/etc/opsbot-test-proxy/nginx.conf"
 #: Where the receivers write what they got, inside the container (and under ct.root).
 INBOX = "/srv/receivers"
 HOOK_KEY = "/etc/opsbot/notify/hook"
@@ -66,8 +74,58 @@ notify = ["hook"]
 
 [approvers.erin]
 notify = ["hook"]
+
+[web]
+listen = "unix"
+proxy_group = "{PROXY_GROUP}"
 """
 )
+
+
+def proxy_conf() -> str:
+    """nginx's whole config for the test: the manual's block, served on ``PROXY``."""
+    manual = block("phone-nginx", doc=OPERATING)
+    served = manual.replace("listen 443 ssl;", f"listen {PROXY};")
+    assert served != manual, "the manual's server no longer listens on 443"
+    return (
+        f"user {PROXY_GROUP};\n"
+        "worker_processes 1;\n"
+        "pid /run/opsbot-test-proxy.pid;\n"
+        "error_log stderr warn;\n"
+        "events { worker_connections 4096; }\n"
+        "http {\n" + served + "}\n"
+    )
+
+
+def start_proxy(ct: BootedSystemd) -> None:
+    """(Re)start the reverse proxy in front of the page's socket."""
+    ct.write_file(PROXY_CONF, proxy_conf())
+    ct.systemctl("stop", "test-proxy.service", check=False)
+    ct.systemctl("reset-failed", "test-proxy.service", check=False)
+    ct.run(["nginx", "-t", "-q", "-c", PROXY_CONF])
+    ct.run(
+        [
+            "systemd-run",
+            "--unit=test-proxy",
+            "-p",
+            "RuntimeMaxSec=3600",
+            "nginx",
+            "-c",
+            PROXY_CONF,
+            "-g",
+            "daemon off;",
+        ]
+    )
+    probe = (
+        "import socket\n"
+        "try: socket.create_connection(('127.0.0.1', 8750), 1).close(); print('up')\n"
+        "except OSError: print('down')\n"
+    )
+    ct.wait_for(
+        lambda: ct.run([PYTHON, "-c", probe]).stdout.strip() == "up",
+        timeout=20,
+        what="the proxy listening",
+    )
 
 
 SPENT: dict[str, int] = {}
@@ -158,8 +216,11 @@ def set_up_phone(ct: BootedSystemd) -> Phone:
         phone.secrets[name] = parse_qs(uri.query)["secret"][0]
     opsbot(ct, "firewall", "--write")
     start_receivers(phone)
-    # The approver and the page read the config when they start.
+    # The approver and the page read the config when they start; the socket moves to
+    # /run/opsbot/web.sock (the listen drop-in firewall --write wrote).
+    ct.systemctl("stop", "opsbot-web.service")
     ct.systemctl("restart", "opsbot-web.socket")
+    start_proxy(ct)
     ct.systemctl("stop", "opsbot-web.service", "opsbot-approver.service", check=False)
     # Plans earlier tests left waiting are announced now, as on a host where approvers
     # were just configured (each run takes up to 100 of them, newest first).
@@ -194,10 +255,11 @@ def start_receivers(phone: Phone) -> None:
 
 
 def tear_down_phone(ct: BootedSystemd) -> None:
-    ct.systemctl("stop", "test-receivers.service", check=False)
+    ct.systemctl("stop", "test-receivers.service", "test-proxy.service", check=False)
     ct.write_file("/etc/opsbot/opsbot.toml", TEST_CONFIG)
     opsbot(ct, "firewall", "--write")
     ct.systemctl("stop", "opsbot-web.service", "opsbot-approver.service", check=False)
+    ct.systemctl("restart", "opsbot-web.socket", check=False)
 
 
 def propose(ct: BootedSystemd, goal: str, unit: str = "demo-web.service") -> dict[str, str]:

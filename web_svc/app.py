@@ -50,7 +50,7 @@ from shared_schema.approver_socket import (
 from shared_schema.config import WebSettings
 from web_svc.approver import ApproverClient
 from web_svc.guard import Client, Guard
-from web_svc.limits import Clock, Networks, RateLimiter
+from web_svc.limits import Clock, RateLimiter
 
 log = structlog.get_logger("opsbot.web")
 
@@ -306,7 +306,7 @@ def create_app(
         Guard,
         limiter=limiter,
         max_body_bytes=settings.max_body_bytes,
-        trusted_proxies=Networks(settings.trusted_proxies),
+        behind_proxy=settings.listen == "unix",
         content_security_policy=CONTENT_SECURITY_POLICY,
     )
     handler: Callable[[Request, Exception], Any] = pages.missing

@@ -1,7 +1,9 @@
 """The ASGI middleware in front of every request, cheap enough to face a flood:
 
-1. the source: the peer's address, or, from a reverse proxy in ``trusted_proxies``, the
-   last X-Forwarded-For address that is not a trusted proxy (and X-Forwarded-Proto);
+1. the source: the peer's address on TCP, where X-Forwarded-For and -Proto are never
+   believed (any local user can connect there); on the Unix socket (``[web] listen =
+   "unix"``), which only the reverse proxy's group may connect to, the last
+   X-Forwarded-For address (the proxy replaces the header) and X-Forwarded-Proto;
 2. the rate limits (limits.RateLimiter): over them, ``429`` with ``Retry-After`` and a
    one-line body, no template, no approver;
 3. the body cap: a Content-Length over ``max_body_bytes`` is ``413`` before a byte of the
@@ -19,7 +21,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from web_svc.limits import Networks, RateLimiter, source_key
+from web_svc.limits import RateLimiter, source_key
 
 SECURITY_HEADERS = [
     # Referrer-Policy same-origin, not no-referrer: with no-referrer a browser sends
@@ -48,19 +50,19 @@ class BodyTooLarge(Exception):
     pass
 
 
-def client_of(scope: Scope, trusted: Networks) -> Client:
+#: The source of a request on the proxy's socket that names no client (a proxy that does
+#: not set X-Forwarded-For): all such requests share it, and its limits.
+UNNAMED = "proxy"
+
+
+def client_of(scope: Scope, behind_proxy: bool) -> Client:
     peer = scope.get("client")
-    address = str(peer[0]) if peer else ""
     https = scope.get("scheme") == "https"
-    if address not in trusted:
-        return Client(address, https)
-    headers = dict(_header_lists(scope))
+    if not behind_proxy:
+        return Client(str(peer[0]) if peer else "", https)
+    headers = _header_lists(scope)
     forwarded = [a.strip() for a in b",".join(headers.get(b"x-forwarded-for", [])).split(b",")]
-    for hop in reversed(forwarded):
-        hop_text = hop.decode("latin-1")
-        if hop_text and hop_text not in trusted:
-            address = hop_text
-            break
+    address = forwarded[-1].decode("latin-1") if forwarded[-1] else UNNAMED
     proto = headers.get(b"x-forwarded-proto", [])
     if proto:
         https = proto[-1].strip().lower() == b"https"
@@ -89,13 +91,13 @@ class Guard:
         *,
         limiter: RateLimiter,
         max_body_bytes: int,
-        trusted_proxies: Networks,
+        behind_proxy: bool,
         content_security_policy: str,
     ) -> None:
         self.app = app
         self.limiter = limiter
         self.max_body_bytes = max_body_bytes
-        self.trusted = trusted_proxies
+        self.behind_proxy = behind_proxy
         self.headers = [
             *SECURITY_HEADERS,
             (b"content-security-policy", content_security_policy.encode()),
@@ -105,7 +107,7 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        client = client_of(scope, self.trusted)
+        client = client_of(scope, self.behind_proxy)
         scope.setdefault("state", {})["client"] = client
         started = False
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 Clock = Callable[[], float]
 #: At most this many sources are remembered; the least recently seen is forgotten first
@@ -30,22 +30,6 @@ def source_key(address: str) -> str:
             return str(ip.ipv4_mapped)
         return str(ipaddress.IPv6Network((ip, 64), strict=False))
     return str(ip)
-
-
-class Networks:
-    """A list of addresses and networks (``127.0.0.1``, ``10.0.0.0/8``, ``::1``)."""
-
-    def __init__(self, entries: Iterable[str]) -> None:
-        self.networks = [ipaddress.ip_network(entry, strict=False) for entry in entries]
-
-    def __contains__(self, address: object) -> bool:
-        if not isinstance(address, str) or not self.networks:
-            return False
-        try:
-            ip = ipaddress.ip_address(address)
-        except ValueError:
-            return False
-        return any(ip in network for network in self.networks)
 
 
 class TokenBucket:

@@ -1,9 +1,11 @@
 """``opsbot-web``: the approval page as a service.
 
-Under systemd it serves the socket opsbot-web.socket passes (127.0.0.1:8750 by
-default: operators put it behind their TLS reverse proxy); ``--listen HOST:PORT`` binds
-one itself, for a developer or a test. One process, one event loop, no workers: what it
-does is small, and what protects it (shared_schema.config.WebSettings, ``[web]``) is
+Under systemd it serves the socket opsbot-web.socket passes: 127.0.0.1:8750 by default,
+or, with ``[web] listen = "unix"``, /run/opsbot/web.sock, which only the TLS reverse
+proxy's group may connect to and the only place a proxy's X-Forwarded-For is believed.
+``--listen HOST:PORT`` or ``--listen /PATH`` binds one itself, for a developer or a
+test. One process, one event loop, no workers: what it does is small, and what
+protects it (shared_schema.config.WebSettings, ``[web]``) is
 counted in that one process.
 """
 
@@ -73,7 +75,7 @@ def build_server(settings: WebSettings, app: ASGIApp) -> Server:
 
 
 def listening_socket(listen: str | None) -> socket.socket:
-    """The socket systemd passed, or one bound to ``listen`` (HOST:PORT)."""
+    """The socket systemd passed, or one bound to ``listen`` (HOST:PORT or /PATH)."""
     if listen is None:
         sock = activated_socket()
         if sock is None:
@@ -83,9 +85,20 @@ def listening_socket(listen: str | None) -> socket.socket:
                 exit_status=exit_codes.USAGE,
             )
         return sock
+    if listen.startswith("/"):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(listen)
+        except OSError as exc:
+            sock.close()
+            raise OpsbotError(f"cannot listen on {listen}: {exc.strerror}") from exc
+        sock.listen(128)
+        return sock
     host, _, port = listen.rpartition(":")
     if not host or not port.isdigit():
-        raise OpsbotError(f"--listen {listen}: not HOST:PORT", exit_status=exit_codes.USAGE)
+        raise OpsbotError(
+            f"--listen {listen}: neither HOST:PORT nor /PATH", exit_status=exit_codes.USAGE
+        )
     host = host.strip("[]")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -99,25 +112,50 @@ def listening_socket(listen: str | None) -> socket.socket:
     return sock
 
 
+def check_family(settings: WebSettings, sock: socket.socket) -> None:
+    """The socket is the kind the config says: a proxy's X-Forwarded-For is believed
+    only on a Unix socket, and only when the config says the proxy is there."""
+    unix = sock.family == socket.AF_UNIX
+    if unix and settings.listen != "unix":
+        raise OpsbotError(
+            f"[web] listen is {settings.listen!r} but the page was given a Unix socket",
+            hint='set [web] listen = "unix" and proxy_group, then `opsbot firewall --write`',
+            exit_status=exit_codes.CONFIG,
+        )
+    if not unix and settings.listen == "unix":
+        raise OpsbotError(
+            '[web] listen is "unix" but the page was given a TCP socket',
+            hint="run `opsbot firewall --write` (it writes opsbot-web.socket's listen "
+            "drop-in), then `systemctl restart opsbot-web.socket`",
+            exit_status=exit_codes.CONFIG,
+        )
+
+
+def where(sock: socket.socket) -> str:
+    name = sock.getsockname()
+    return str(name) if isinstance(name, str) else f"{name[0]}:{name[1]}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="opsbot-web",
         description="The approval page: shows a plan a link is for, and relays the "
         "approver's TOTP code to root's opsbot-approver, which alone decides. Normally "
-        "started by opsbot-web.socket (127.0.0.1:8750).",
+        "started by opsbot-web.socket (127.0.0.1:8750, or /run/opsbot/web.sock with "
+        '[web] listen = "unix").',
     )
-    parser.add_argument("--listen", metavar="HOST:PORT", help="bind this (not under systemd)")
+    parser.add_argument("--listen", metavar="HOST:PORT|/PATH", help="bind this (not under systemd)")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     logsetup.configure("opsbot-web", verbose=args.verbose)
     try:
         settings = load_config().web
         sock = listening_socket(args.listen)
+        check_family(settings, sock)
     except OpsbotError as exc:
         print(f"opsbot-web: {exc}", file=sys.stderr)
         return exc.exit_status
-    where = sock.getsockname()
-    log.info("web.started", listen=f"{where[0]}:{where[1]}", approver=str(approver_socket()))
+    log.info("web.started", listen=where(sock), approver=str(approver_socket()))
     app = create_app(settings, approver_socket())
     build_server(settings, app).run(sockets=[sock])
     return exit_codes.OK

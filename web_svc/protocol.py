@@ -6,9 +6,10 @@ process limits itself, per connection, before a byte of the request is parsed:
 
 - at most ``connections_per_source`` connections from one source (limits.source_key of
   the peer address) and ``max_connections`` in all; a connection over either is closed
-  the moment it is accepted. The reverse proxies in ``trusted_proxies`` count only
-  against ``max_connections`` (every client behind one shares its address; the proxy
-  limits its own clients);
+  the moment it is accepted. On the proxy's Unix socket (``[web] listen = "unix"``) a
+  connection has no address: they count only against ``max_connections``, all of which
+  are the proxy's (no one else may connect there), and the proxy holds its clients'
+  slow and half-sent requests (it buffers each request before it connects);
 - a request's headers must be complete within ``header_timeout_seconds`` of the
   connection's start or of the previous response (a client that trickles a byte at a
   time, or opens and stays silent, is closed), and its body within
@@ -28,7 +29,7 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from shared_schema.config import WebSettings
-from web_svc.limits import Networks, source_key
+from web_svc.limits import source_key
 
 #: The most the request line and headers may take (h11's incomplete-event limit).
 MAX_HEADER_BYTES = 8192
@@ -40,7 +41,7 @@ class ConnectionCounts:
     def __init__(self, settings: WebSettings) -> None:
         self.per_source = settings.connections_per_source
         self.total = settings.max_connections
-        self.trusted = Networks(settings.trusted_proxies)
+        self.behind_proxy = settings.listen == "unix"
         self.held: Counter[str] = Counter()
         self.open = 0
 
@@ -49,7 +50,7 @@ class ConnectionCounts:
         key = source_key(address)
         if self.open >= self.total:
             return None
-        if address not in self.trusted and self.held[key] >= self.per_source:
+        if not self.behind_proxy and self.held[key] >= self.per_source:
             return None
         self.held[key] += 1
         self.open += 1

@@ -49,8 +49,9 @@ def _rss_kib(pid: int) -> int:
 
 
 class Flood:
-    def __init__(self, host: str, port: int, victim_path: str) -> None:
+    def __init__(self, host: str, port: int, prefix: str, victim_path: str) -> None:
         self.host, self.port, self.victim_path = host, port, victim_path
+        self.prefix = prefix.rstrip("/")
         self.statuses: collections.Counter[str] = collections.Counter()
         self.open = 0
         self.started = 0
@@ -80,7 +81,8 @@ class Flood:
         host = f"{self.host}:{self.port}"
         if kind == "get":
             token = "".join(random.choices("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdef0123456789", k=22))
-            writer.write(f"GET /p/{token} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+            request = f"GET {self.prefix}/p/{token} HTTP/1.1\r\nHost: {host}\r\n\r\n"
+            writer.write(request.encode())
         elif kind == "wrong-code":
             # A script is not a browser: it sends a cookie and a form field of its own that
             # agree (double-submit stops only cross-site forms), so its wrong codes reach
@@ -99,7 +101,7 @@ class Flood:
         elif kind == "garbage":
             writer.write(random.randbytes(200) + b"\r\n\r\n")
         else:  # slow: a request line, then one header byte a second
-            writer.write(b"GET /p/")
+            writer.write(f"GET {self.prefix}/p/".encode())
             for _ in range(int(CLIENT_TIMEOUT) + 2):
                 await writer.drain()
                 await asyncio.sleep(1)
@@ -134,7 +136,8 @@ async def legit(url: str, code: str, confirm: str) -> dict[str, Any]:
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     page = urlparse(args.page)
-    flood = Flood(page.hostname or "127.0.0.1", page.port or 80, urlparse(args.victim).path)
+    victim = urlparse(args.victim).path
+    flood = Flood(page.hostname or "127.0.0.1", page.port or 80, page.path, victim)
     kinds = ["get"] * 7 + ["wrong-code", "garbage", "slow"]
     rss: list[int] = []
     tasks: set[asyncio.Task[None]] = set()

@@ -1,10 +1,12 @@
 """What an approver's phone does with a link, run inside the container (httpx, no browser):
 
     python tap.py URL [--code CODE --confirm WORD] [--reason TEXT] [--source ADDRESS]
+                      [--forwarded-for ADDRESS]
 
 GET the link; with ``--code``, submit the page's form as a browser would (its hidden
 fields and cookie, the code, the link's confirmation and the reason), from ``--source``
-(a loopback address the client binds to, e.g. 127.0.0.2). Prints one JSON object:
+(a loopback address the client binds to, e.g. 127.0.0.2), with ``--forwarded-for`` as
+the X-Forwarded-For of every request (an attacker's claim). Prints one JSON object:
 ``get`` and ``post`` each with ``status``, ``text`` (the page's visible text) and
 ``seconds`` (wall time of that step).
 """
@@ -63,10 +65,14 @@ def main() -> int:
     p.add_argument("--confirm", default="")
     p.add_argument("--reason", default="")
     p.add_argument("--source")
+    p.add_argument("--forwarded-for")
     args = p.parse_args()
     transport = httpx.HTTPTransport(local_address=args.source) if args.source else None
+    headers = {"x-forwarded-for": args.forwarded_for} if args.forwarded_for else {}
     said: dict[str, Any] = {}
-    with httpx.Client(transport=transport, timeout=10, follow_redirects=True) as client:
+    with httpx.Client(
+        transport=transport, timeout=10, follow_redirects=True, headers=headers
+    ) as client:
         started = time.monotonic()
         got = client.get(args.url)
         page = parse(got.text)

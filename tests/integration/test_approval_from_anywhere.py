@@ -21,9 +21,10 @@ from testbed.host import (
     send_raw,
     wait_state,
 )
-from testbed.phone import APPROVERS, PHONE_CONFIG, Phone, propose, start_receivers
+from testbed.phone import APPROVERS, PAGE, PHONE_CONFIG, Phone, propose, start_receivers
 
 APPROVER_SOCKET = "/run/opsbot/approver.sock"
+WEB_SOCKET = "/run/opsbot/web.sock"
 APPROVER_STATE = "/var/lib/opsbot-approver/state.json"
 CONFIG = "/etc/opsbot/opsbot.toml"
 CAPS = "max_waiting_plans_per_submitter = 1000\nmax_waiting_plans = 5000\n"
@@ -47,8 +48,8 @@ def test_a_stored_plan_is_announced_signed_and_by_mail(phone: Phone) -> None:
     assert "restart demo-web after its crash (notice test)" in text
     assert "Evidence:" in text and "expire" in text
     approve_url, reject_url = notice["approve_url"], notice["reject_url"]
-    assert approve_url != reject_url and approve_url.startswith("http://127.0.0.1:8750/p/")
-    assert reject_url.startswith("http://127.0.0.1:8750/p/")
+    assert approve_url != reject_url and approve_url.startswith(f"{PAGE}/p/")
+    assert reject_url.startswith(f"{PAGE}/p/")
 
     def mailed() -> str:
         return next((m for m in phone.mails() if plan["plan_id"] in m), "")
@@ -185,6 +186,57 @@ def test_the_page_cannot_turn_a_reject_into_an_approve(phone: Phone) -> None:
     assert plan_state(ct, plan["plan_id"]) == "REJECTED"
 
 
+def test_a_local_user_reaches_the_page_only_through_the_proxy_as_herself(phone: Phone) -> None:
+    """The attack on the old ``trusted_proxies = ["127.0.0.1"]``: any local user connected
+    to the page and named any source in X-Forwarded-For (a new one per request lifts the
+    limits; a forged one goes into the approver's audit). Now the page listens on its
+    Unix socket, group www-data (the proxy's), 0660: mallory's connect is refused by the
+    kernel, the proxy's group connects; through the proxy her forged X-Forwarded-For is
+    replaced by her address, and that is the source root's approver logs."""
+    ct = phone.ct
+    listen = ct.run(["systemctl", "show", "-P", "Listen", "opsbot-web.socket"]).stdout
+    assert listen.split()[0] == WEB_SOCKET, listen
+    probe = (
+        "import socket,sys\n"
+        "s=socket.socket(socket.AF_UNIX); s.settimeout(3)\n"
+        "try: s.connect(sys.argv[1]); print('connected')\n"
+        "except OSError as e: print('refused', e.errno)\n"
+    )
+    mallory = ct.run([PYTHON, "-c", probe, WEB_SOCKET], user="mallory").stdout.strip()
+    assert mallory == "refused 13", mallory  # EACCES
+    proxy = ct.run([PYTHON, "-c", probe, WEB_SOCKET], user="www-data").stdout.strip()
+    assert proxy == "connected", proxy
+    plan = propose(ct, "restart demo-web (forged source test)")
+    url = phone.notice_for(plan["plan_id"], "dave")["approve_url"]
+    since = ct.run(["date", "+%Y-%m-%d %H:%M:%S"]).stdout.strip()
+    tapped = ct.run(
+        [
+            PYTHON,
+            f"{REPO}/testbed/inside/tap.py",
+            url,
+            "--code",
+            "000000",
+            "--confirm",
+            "AAAA",
+            "--source",
+            "127.0.0.9",
+            "--forwarded-for",
+            "203.0.113.77",
+        ],
+        env={"PYTHONPATH": REPO},
+        user="mallory",
+        timeout=60,
+    )
+    assert json.loads(tapped.stdout)["post"]["status"] == 400, tapped.stdout
+    said = ct.journal(
+        "-u", "opsbot-approver.service", "--since", since, "-o", "json", "EVENT=request.refused"
+    )
+    refusals = [json.loads(line) for line in said.splitlines()]
+    sources = {e.get("SOURCE") for e in refusals}
+    assert sources == {"127.0.0.9"}, refusals
+    assert plan_state(ct, plan["plan_id"]) == "PROPOSED"
+
+
 def test_the_units_have_their_ip_filters_and_the_page_no_network(phone: Phone) -> None:
     """systemd's IP filters are set from the config (these containers do not enforce them:
     no cgroup BPF), and the page's service has no network of its own: from inside its
@@ -201,7 +253,7 @@ def test_the_units_have_their_ip_filters_and_the_page_no_network(phone: Phone) -
         private = ct.run(["systemctl", "show", "-P", "PrivateNetwork", unit]).stdout.strip()
         assert private == "yes", unit
     # Wake the page and look from its own network namespace.
-    phone.click("http://127.0.0.1:8750/p/" + "B" * 22)
+    phone.click(f"{PAGE}/p/" + "B" * 22)
     pid = ct.run(["systemctl", "show", "-P", "MainPID", "opsbot-web.service"]).stdout.strip()
     assert pid not in ("", "0")
     probe = (

@@ -4,9 +4,9 @@ from the notification opens the plan page (argv, the whole sha256), the TOTP cod
 it, and the plan is applied and verified. A visit without a click changes nothing; the
 used link is refused with a clear page. The plan page's screenshot is saved under build/.
 
-Then the page under a flood from one source address: the approver, from another address,
-still gets through within 2 s, the page stays small, and nothing is approved that no
-approver approved.
+Then the page, behind the manual's nginx on its Unix socket, under a flood from one source
+address: the approver, from another address, still gets through within 2 s, the page
+stays small, and nothing is approved that no approver approved.
 """
 
 from __future__ import annotations
@@ -144,10 +144,12 @@ def test_a_flood_from_one_source_does_not_keep_the_approver_out(phone: Phone) ->
     assert any(k.endswith(":429") for k in figures["statuses"]), figures
     assert plan_state(ct, victim["plan_id"]) == "PROPOSED"
     assert not _approval_exists(phone, victim["plan_id"])
-    # The random codes that got past the rate limits reached the approver, and the link
-    # they were aimed at is burned (five wrong codes), not guessed.
-    # (400: the code was wrong, the form again; 410: the link is used up.)
-    assert figures["statuses"].get("wrong-code:400", 0) >= 1, figures
-    burned = phone.click(victim_url)["get"]
-    assert burned["status"] in (404, 410), burned
+    # The random codes that got past the proxy's and the page's rate limits reached the
+    # approver (400: the code was wrong, the form again; 410: the link is used up), and
+    # once five had, the link they were aimed at is burned, not guessed.
+    wrong = figures["statuses"].get("wrong-code:400", 0)
+    assert wrong >= 1, figures
+    if wrong + figures["statuses"].get("wrong-code:410", 0) >= 5:
+        burned = phone.click(victim_url)["get"]
+        assert burned["status"] in (404, 410), burned
     assert wait_state(ct, wanted["plan_id"], {"APPLIED", "VERIFIED", "UNRESOLVED"}, timeout=90)

@@ -68,3 +68,37 @@ def test_approvers_without_link_base_are_told_their_messages_have_no_links(
     said = _warnings(tmp_path, text, as_root=False)
     assert any("link_base is not" in w for w in said), said
     assert not any("TOTP" in w for w in said)  # only root can look
+
+
+def test_a_config_that_trusts_a_proxy_by_address_is_refused_with_what_to_do() -> None:
+    """``trusted_proxies = ["127.0.0.1"]`` let every local user be the proxy (a rotating
+    X-Forwarded-For lifted the rate limits and forged the audited source): such a config
+    is refused, saying how to reach the page on the proxy's socket instead."""
+    import pydantic
+    import pytest
+
+    with pytest.raises(pydantic.ValidationError) as refused:
+        OpsbotConfig.model_validate(tomllib.loads('[web]\ntrusted_proxies = ["127.0.0.1"]\n'))
+    said = str(refused.value)
+    assert "trusted_proxies" in said and 'listen = "unix"' in said, said
+    assert "unix:/run/opsbot/web.sock" in said, said
+    with pytest.raises(pydantic.ValidationError) as unnamed:
+        OpsbotConfig.model_validate(tomllib.loads('[web]\nlisten = "unix"\n'))
+    assert "proxy_group" in str(unnamed.value)
+
+
+def test_listen_unix_moves_the_page_to_a_socket_only_the_proxy_group_opens(
+    tmp_path: Path,
+) -> None:
+    """`opsbot firewall` writes opsbot-web.socket's listen drop-in from ``[web]``: with
+    "unix", the Unix socket, mode 0660, the proxy's group; with "tcp", nothing replaced."""
+    from opsbot_cli.firewall import LISTEN_DROPIN, UNIT_DIR, render
+
+    where = str(UNIT_DIR / "opsbot-web.socket.d" / LISTEN_DROPIN)
+    text = '[web]\nlisten = "unix"\nproxy_group = "www-data"\n'
+    unix = render(OpsbotConfig.model_validate(tomllib.loads(text)), tmp_path / "opsbot.toml")
+    lines = unix[where].splitlines()
+    assert lines[lines.index("ListenStream=") + 1] == "ListenStream=/run/opsbot/web.sock"
+    assert "SocketGroup=www-data" in lines and "SocketMode=0660" in lines
+    tcp = render(OpsbotConfig(), tmp_path / "opsbot.toml")
+    assert not [line for line in tcp[where].splitlines() if line.startswith("ListenStream")]

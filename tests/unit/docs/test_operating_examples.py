@@ -8,10 +8,10 @@ import re
 import tomllib
 from pathlib import Path
 
+from opsbot_cli import firewall
 from shared_schema import OpsbotConfig
+from shared_schema.config import WEB_SOCKET
 from testbed.readme import OPERATING, block
-
-UNITS = Path(__file__).resolve().parents[3] / "units"
 
 
 def test_the_phone_config_in_the_manual_is_valid() -> None:
@@ -35,7 +35,15 @@ def test_the_window_config_in_the_manual_is_valid() -> None:
 
 
 def test_the_proxy_in_the_manual_points_at_the_page_socket() -> None:
-    """The nginx location passes to exactly the address opsbot-web.socket listens on."""
-    listen = re.search(r"^ListenStream=(\S+)$", (UNITS / "opsbot-web.socket").read_text(), re.M)
-    assert listen is not None
-    assert f"proxy_pass http://{listen.group(1)}/;" in block("phone-nginx", doc=OPERATING)
+    """The manual's config puts the page on the proxy's Unix socket, and its nginx
+    location passes to exactly the socket `opsbot firewall --write` makes
+    opsbot-web.socket listen on, with the limits answering 429 as the page does."""
+    config = OpsbotConfig.model_validate(tomllib.loads(block("phone-config", doc=OPERATING)))
+    assert config.web.listen == "unix" and config.web.proxy_group == "www-data"
+    dropin = firewall.render(config, Path("/etc/opsbot/opsbot.toml"))
+    text = dropin[str(firewall.UNIT_DIR / "opsbot-web.socket.d" / firewall.LISTEN_DROPIN)]
+    listen = re.findall(r"^ListenStream=(\S+)$", text, re.M)
+    assert listen == [WEB_SOCKET]
+    nginx = block("phone-nginx", doc=OPERATING)
+    assert f"proxy_pass http://unix:{WEB_SOCKET}:/;" in nginx
+    assert "limit_req_status 429;" in nginx and "limit_conn_status 429;" in nginx

@@ -1,5 +1,6 @@
-"""A real opsbot-web on 127.0.0.1 (uvicorn in a thread, an ephemeral port), in front of a
-scripted approver on a real Unix socket (testbed.scripted_approver)."""
+"""A real opsbot-web on 127.0.0.1 (uvicorn in a thread, an ephemeral port), or with
+``listen="unix"`` on a Unix socket as a reverse proxy reaches it, in front of a scripted
+approver on a real Unix socket (testbed.scripted_approver)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 from shared_schema.config import WebSettings
 from testbed.scripted_approver import ScriptedApprover
 from web_svc.app import create_app
-from web_svc.main import Server, build_server
+from web_svc.main import Server, build_server, check_family, listening_socket
 
 APPROVE = "A" * 21 + "a"
 REJECT = "R" * 21 + "r"
@@ -40,14 +41,24 @@ class Web:
     settings: WebSettings
     clock: FrozenClock
     server: Server
+    #: The Unix socket it listens on (``listen="unix"``), or None on TCP.
+    path: Path | None = None
 
     def client(self, source: str = "127.0.0.1", **kwargs: Any) -> httpx.Client:
-        transport = httpx.HTTPTransport(local_address=source)
+        """A client from ``source`` (TCP), or the proxy's (the Unix socket)."""
+        if self.path is not None:
+            transport = httpx.HTTPTransport(uds=str(self.path))
+        else:
+            transport = httpx.HTTPTransport(local_address=source)
         return httpx.Client(base_url=self.url, transport=transport, timeout=10, **kwargs)
 
     def connect(self, source: str = "127.0.0.1") -> socket.socket:
-        sock = socket.create_connection(("127.0.0.1", self.port), 5, (source, 0))
-        return sock
+        if self.path is not None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(5)
+            sock.connect(str(self.path))
+            return sock
+        return socket.create_connection(("127.0.0.1", self.port), 5, (source, 0))
 
 
 Start = Callable[..., Web]
@@ -61,7 +72,9 @@ def start_web(tmp_path: Path) -> Iterator[Start]:
 
     def start(**settings: Any) -> Web:
         web_settings = WebSettings(**settings)
-        approver = ScriptedApprover(tmp_path / "approver.sock")
+        home = tmp_path / f"web{len(stops)}"
+        home.mkdir()
+        approver = ScriptedApprover(home / "approver.sock")
         approver.issue(APPROVE, "approve")
         approver.issue(REJECT, "reject")
         running = approver.running()
@@ -69,10 +82,14 @@ def start_web(tmp_path: Path) -> Iterator[Start]:
         clock = FrozenClock()
         app = create_app(web_settings, approver.path, clock=clock)
         server = build_server(web_settings, app)
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(128)
-        port = listener.getsockname()[1]
+        path = home / "web.sock" if web_settings.listen == "unix" else None
+        if path is not None:
+            listener = listening_socket(str(path))
+            port = 0
+        else:
+            listener = listening_socket("127.0.0.1:0")
+            port = listener.getsockname()[1]
+        check_family(web_settings, listener)
         thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
         thread.start()
 
@@ -80,6 +97,8 @@ def start_web(tmp_path: Path) -> Iterator[Start]:
             server.should_exit = True
             thread.join(10)
             listener.close()
+            if path is not None:
+                path.unlink(missing_ok=True)
             running.__exit__(None, None, None)
 
         stops.append(stop)
@@ -90,7 +109,8 @@ def start_web(tmp_path: Path) -> Iterator[Start]:
                 break
             ready.wait(0.01)
         assert ready.is_set(), "the server did not start within 5 s"
-        return Web(f"http://127.0.0.1:{port}", port, approver, web_settings, clock, server)
+        url = f"http://127.0.0.1:{port}" if path is None else "http://ops.example.com"
+        return Web(url, port, approver, web_settings, clock, server, path)
 
     yield start
     for stop in reversed(stops):

@@ -34,8 +34,8 @@ def test_a_forged_host_or_forwarded_host_does_not_pass_another_sites_origin(
     cannot make Origin and Host agree; a client that forges both (or DNS rebinding, which
     makes the attacker's page its own origin) is not a browser holding the approver's
     cookie: without the page's cookie of *that* host it gets 403. X-Forwarded-Host is
-    never consulted, even from a trusted proxy."""
-    web = start_web(trusted_proxies=["127.0.0.1"])
+    never consulted, even from the proxy."""
+    web = start_web(listen="unix", proxy_group="www-data")
     with web.client() as client:
         csrf = csrf_of(client.get(f"/p/{APPROVE}").text)
         forwarded = client.post(
@@ -78,10 +78,10 @@ def test_a_fixed_csrf_cookie_is_still_refused_from_another_site(start_web: Start
 
 
 def test_an_http_page_cannot_post_to_the_https_page(start_web: Start) -> None:
-    """Behind the trusted https proxy, a POST whose Origin is the same host over plain
+    """Behind the https proxy (on its socket), a POST whose Origin is the same host over plain
     http (a page injected into an http response by someone on the path) is refused; the
     https Origin passes."""
-    web = start_web(trusted_proxies=["127.0.0.1"])
+    web = start_web(listen="unix", proxy_group="www-data")
     proto = {"x-forwarded-proto": "https", "host": "ops.example.com"}
     with web.client() as client:
         page = client.get(f"/p/{APPROVE}", headers=proto)

@@ -138,19 +138,34 @@ def test_one_source_holds_at_most_its_connections(start_web: Start) -> None:
         sock.close()
 
 
-def test_a_trusted_proxy_is_held_only_by_max_connections(start_web: Start) -> None:
-    """Every client behind a trusted reverse proxy shares its address, so the proxy is not
-    held to connections_per_source (only to max_connections); others still are."""
-    web = start_web(connections_per_source=1, trusted_proxies=["127.0.0.2"])
-    held = [web.connect("127.0.0.2") for _ in range(3)]
+def test_the_proxys_socket_is_held_only_by_max_connections(start_web: Start) -> None:
+    """On the Unix socket every connection is the reverse proxy's (only its group may
+    connect), so it is not held to connections_per_source, only to max_connections."""
+    web = start_web(
+        listen="unix", proxy_group="www-data", connections_per_source=1, max_connections=3
+    )
+    held = [web.connect() for _ in range(3)]
     for sock in held:
         assert request_on(sock) == b"HTTP/1.1 200 OK"
-    first = web.connect("127.0.0.1")
-    assert request_on(first) == b"HTTP/1.1 200 OK"
-    with web.connect("127.0.0.1") as over:
+    with web.connect() as over:
         assert closed_within(over, BOUND) is not None
-    for sock in [*held, first]:
+    for sock in held:
         sock.close()
+
+
+def test_a_local_user_rotating_x_forwarded_for_on_tcp_is_still_one_source(
+    start_web: Start,
+) -> None:
+    """The attack on a page that believed 127.0.0.1's X-Forwarded-For: a local user
+    connects to the TCP port and names a new source with each request. On TCP no such
+    header is believed: the fourth request of three a minute is 429 all the same."""
+    web = start_web(requests_per_minute_per_source=3)
+    with web.client("127.0.0.1") as local:
+        statuses = [
+            local.get(f"/p/{APPROVE}", headers={"x-forwarded-for": f"198.51.100.{n}"}).status_code
+            for n in range(4)
+        ]
+    assert statuses == [200, 200, 200, 429]
 
 
 def test_no_more_than_max_connections_in_all(start_web: Start) -> None:
