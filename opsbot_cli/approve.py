@@ -47,6 +47,7 @@ from opsbot_cli.output import (
     when,
 )
 from plans import (
+    Approved,
     LiveStates,
     PlanStore,
     Reviewed,
@@ -57,6 +58,7 @@ from plans import (
     approve,
     is_sha256_prefix,
     precondition_checks,
+    privilege_mode,
     review,
     start_apply,
     state_text,
@@ -66,7 +68,9 @@ from plans import (
     window_apply,
     window_state,
     witness,
+    write_rule,
 )
+from plans.polkit import grant_path, plan_verbs, render_grant
 from shared_io.config import load_config
 from shared_io.exit_codes import OK, REFUSED, WAITING, at_timeout, for_state
 from shared_io.paths import Paths
@@ -145,6 +149,25 @@ def ttl_arg(value: str, ceiling: int, config: Path) -> int:
     return int(seconds)
 
 
+def grant_now(done: Approved) -> None:
+    """``--now`` outside the windows: polkit's rule grants the executor's user its
+    verbs only inside them, so root writes this plan's grant until its approval expires
+    (opsbot archive-approvals removes it). Not on a host whose executor polkit does not
+    hold (there the windows bind opsbot's code only)."""
+    if privilege_mode() != "polkit":
+        return
+    plan_id, until = done.record.plan_id, done.approval.expires_at
+    steps = [(step.tool, step.args.unit) for step in done.plan.steps]
+    path = grant_path(plan_id)
+    try:
+        write_rule(render_grant(plan_id, plan_verbs(steps), until), path)
+    except OSError as exc:
+        raise ConsoleError(
+            f"approved, but the polkit grant {path} could not be written: "
+            f"{exc.strerror or exc}; the plan's steps will be refused outside its window",
+        ) from exc
+
+
 def run(args: argparse.Namespace, paths: Paths) -> int:
     require_root("approve")
     plan_id = plan_id_arg(args.plan_id)
@@ -186,6 +209,8 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         windows=windows,
         override_window=args.now,
     )
+    if args.now and windows:
+        grant_now(done)
     if done.window.open:
         next_apply, applies = start_apply(paths, busy)
         if args.now and windows:

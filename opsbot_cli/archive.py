@@ -7,6 +7,10 @@ catch up. An approval counts as used when its consumed marker exists or when the
 logged ``approval.consumed`` for it (plans/witness.py): the executor's uid
 may delete the marker, not the journal entry. Once moved, a replay needs root: the
 executor's uid can rewrite its status and markers, never bring the file back.
+
+When it moved an approval, it starts opsbot-polkit-rule.service, which removes the polkit
+grant of ``opsbot approve --now`` (plans/polkit.py) whose approval is no longer waiting:
+this unit has no capability to write polkit's directory (polkitd's, 0700), that one has.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ import structlog
 
 from opsbot_cli.output import command, json_out, out, require_root
 from plans import PlanStore, archive_used, used_dir, witness
+from plans.polkit import RULE_UNIT
 from shared_io.paths import Paths
+from shared_io.run import run as run_program
 
 log = structlog.get_logger("opsbot.archive")
 
@@ -48,6 +54,10 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         return witness.consumed(plan_id, uids=uids)
 
     moved = archive_used(paths.approvals_dir, is_used)
+    if moved:
+        started = run_program(["systemctl", "start", "--no-block", RULE_UNIT], timeout=30)
+        if not started.ok:
+            log.warning("grant.sweep_failed", unit=RULE_UNIT, error=started.failure())
     for plan_id in moved:
         log.info("approval.archived", plan_id=plan_id, to=str(used_dir(paths.approvals_dir)))
         if not args.json:

@@ -18,10 +18,10 @@ from plans import (
     at_text,
     check_calendar,
     privilege_mode,
-    render_rule,
     span_text,
     window_state,
 )
+from plans.polkit import rule_horizon, rule_matches
 from shared_io.config import load_config
 from shared_io.errors import ConfigError
 from shared_io.paths import Paths
@@ -29,6 +29,12 @@ from shared_io.trusted import untrusted_reason
 from shared_schema import OpsbotConfig
 
 WRITE_RULE = "`opsbot polkit-rule --write`"
+#: The rule is written again daily; less than this ahead means the timer is not running.
+RULE_AHEAD = timedelta(days=7)
+
+
+def stale_windows(horizon: datetime | None) -> bool:
+    return horizon is None or horizon < datetime.now(UTC) + RULE_AHEAD
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -151,7 +157,9 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         config, paths.config, totp=totp_dir(), secrets=NOTIFY_SECRETS, as_root=os.geteuid() == 0
     )
     mode = privilege_mode()
-    rule_current = RULE_PATH.exists() and RULE_PATH.read_text() == render_rule(config.executor)
+    rule_text = RULE_PATH.read_text() if RULE_PATH.exists() else None
+    rule_current = rule_text is not None and rule_matches(rule_text, config.executor)
+    horizon = rule_horizon(rule_text) if rule_text is not None and windows else None
     allow = allowed_verbs(config.executor)
     info: dict[str, Any] = {
         "config": str(paths.config),
@@ -159,6 +167,7 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         "allow": allow,
         "privilege_mode": mode,
         "polkit_rule_current": rule_current,
+        "polkit_rule_windows_until": horizon.isoformat() if horizon else None,
         "step_timeout_seconds": config.executor.step_timeout_seconds,
         "plan_ttl_seconds": config.executor.plan_ttl_seconds,
         "approval_ttl_seconds": config.executor.approval_ttl_seconds,
@@ -186,6 +195,15 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         out(f"privilege mode: {mode}")
         if mode == "polkit" and not rule_current:
             out(f"  warning: {RULE_PATH} does not match the policy; run {WRITE_RULE}")
+        elif mode == "polkit" and windows and stale_windows(horizon):
+            out(
+                f"  warning: the rule carries apply windows only until {at_text(horizon)} "
+                "(after that the executor may act on nothing): is opsbot-polkit-rule.timer "
+                f"enabled? run {WRITE_RULE}"
+                if horizon is not None
+                else f"  warning: the rule carries no apply window of the next 14 days; "
+                f"the executor may act on nothing until one is written: run {WRITE_RULE}"
+            )
         if mode == "polkit-rule-missing":
             out(f"  warning: polkit is installed but no opsbot rule: run {WRITE_RULE}")
         if mode == "none":

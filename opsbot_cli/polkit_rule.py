@@ -1,18 +1,27 @@
 """``opsbot polkit-rule [--write]``: the polkit rule generated from the policy, which lets
-the executor's user act on exactly the allowed units with exactly the allowed verbs, and
-answers NO to opsbot's users for every other action. ``--write`` replaces the rule file
-atomically, owned by root:root with mode 0644."""
+the executor's user act on exactly the allowed units with exactly the allowed verbs (and,
+with apply windows, only inside them: the next 14 days' windows are in the rule, and
+opsbot-polkit-rule.timer writes it again daily), and answers NO to opsbot's users for
+every other action. ``--write`` replaces the rule file atomically, owned by root:root
+with mode 0644, and removes the grants of ``opsbot approve --now`` whose approval is no
+longer waiting (used and archived, rejected, or removed)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+import structlog
+
 from opsbot_cli.errors import ConsoleError
 from opsbot_cli.output import command, json_out, out, require_root
-from plans import RULE_PATH, render_rule, write_rule
+from plans import RULE_PATH, approval_path, render_rule, utcnow, write_rule
+from plans.polkit import RULE_DAYS, remove_grants
+from plans.windows import intervals
 from shared_io.config import load_config
 from shared_io.paths import Paths
+
+log = structlog.get_logger("opsbot.polkit")
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,23 +32,45 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace, paths: Paths) -> int:
-    rule = render_rule(load_config(paths.config).executor)
+    policy = load_config(paths.config).executor
+    windows = None
+    if policy.apply_window:
+        windows = intervals(policy.apply_window, utcnow(), RULE_DAYS)
+    rule = render_rule(policy, windows=windows)
+    spans = None if windows is None else [[a.isoformat(), b.isoformat()] for a, b in windows]
     if not args.write:
         if args.json:
-            json_out({"path": str(RULE_PATH), "rule": rule, "written": False})
+            json_out({"path": str(RULE_PATH), "rule": rule, "windows": spans, "written": False})
         else:
             sys.stdout.write(rule)
         return 0
     require_root("polkit-rule --write")
     try:
         write_rule(rule)
+        ended = remove_grants(lambda plan_id: approval_path(paths.approvals_dir, plan_id).exists())
     except OSError as exc:
         raise ConsoleError(
             f"cannot write {RULE_PATH}: {exc.strerror or exc}",
             hint=f"is {RULE_PATH.parent} a directory on a writable file system?",
         ) from exc
+    for plan_id in ended:
+        log.info("grant.removed", plan_id=plan_id, reason="its approval is used or gone")
     if args.json:
-        json_out({"path": str(RULE_PATH), "rule": rule, "written": True})
+        json_out(
+            {
+                "path": str(RULE_PATH),
+                "rule": rule,
+                "windows": spans,
+                "written": True,
+                "grants_removed": ended,
+            }
+        )
     else:
         out(f"wrote {RULE_PATH} (root:root 0644); polkit reloads its rules by itself")
+        if windows is not None:
+            last = f"the last ends {windows[-1][1]:%Y-%m-%d %H:%M} UTC" if windows else "none"
+            out(
+                f"  {len(windows)} apply windows in the next {RULE_DAYS} days ({last}); "
+                "opsbot-polkit-rule.timer writes them again daily"
+            )
     return 0

@@ -45,6 +45,7 @@ __all__ = [
     "WindowState",
     "approval_expiry",
     "check_calendar",
+    "intervals",
     "lifetime_ceiling",
     "runs_when",
     "systemd_analyze",
@@ -195,6 +196,33 @@ def _span(
             break
         end = max(end, next_end)
     return start, end
+
+
+def intervals(
+    windows: Sequence[ApplyWindow],
+    now: datetime,
+    days: int,
+    *,
+    analyze: Analyzer = systemd_analyze,
+) -> list[tuple[datetime, datetime]]:
+    """Every window open at ``now`` or opening within ``days`` days, as UTC
+    ``(start, end)``, sorted, overlapping and touching ones joined (the polkit rule's
+    copy of the windows: plans/polkit.py)."""
+    limit = now + timedelta(days=days)
+    found: list[tuple[datetime, datetime]] = []
+    for window in windows:
+        length = timedelta(seconds=window.seconds)
+        starts, cut = _starts(window, now - length, limit, analyze)
+        found.extend((start, start + length) for start in starts)
+        if cut:
+            limit = min(limit, starts[-1])
+    joined: list[tuple[datetime, datetime]] = []
+    for start, end in sorted(i for i in found if i[0] <= limit):
+        if joined and start <= joined[-1][1]:
+            joined[-1] = (joined[-1][0], max(joined[-1][1], end))
+        else:
+            joined.append((start, end))
+    return joined
 
 
 def window_state(

@@ -20,19 +20,23 @@ from __future__ import annotations
 import contextlib
 import json
 import shlex
+import subprocess
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from testbed.container import BootedSystemd
-from testbed.host import OPSBOT, TEST_CONFIG
+from testbed.host import OPSBOT, TEST_CONFIG, approve
 from testbed.skips import skip_unless
 from tests.attacks.inside import (
     approved,
     cli,
     cursor,
+    edited_file,
     entries,
     invocation,
+    propose,
     reject_quietly,
     state_and_reason,
 )
@@ -347,3 +351,75 @@ def test_sudo_opsbot_apply_cannot_run_what_the_polkit_rule_does_not_allow(
         ct.run(["rm", "-f", NARROW_CONFIG])
         cli(ct, "polkit-rule", "--write")
         ct.wait_for(lambda: executor_may(ct, "restart", DB), what="polkit read the rule")
+
+
+GRANTS = "/etc/polkit-1/rules.d"
+CONFIG = "/etc/opsbot/opsbot.toml"
+
+
+def with_window(start: datetime, minutes: int) -> str:
+    """The test config with one apply window, ``start`` (UTC) for ``minutes``."""
+    return (
+        TEST_CONFIG
+        + f'\n[[executor.apply_window]]\nstart = "{start:%Y-%m-%d %H:%M:%S} UTC"\n'
+        + f'duration = "{minutes}min"\n'
+    )
+
+
+def restart_as_executor(ct: BootedSystemd, unit: str) -> subprocess.CompletedProcess[str]:
+    """``systemctl restart`` of ``unit`` by the executor's user itself, as a subverted
+    executor would (no opsbot code in the way: only polkit decides)."""
+    return ct.run(
+        ["systemctl", "restart", "--no-ask-password", unit], user="opsbot-executor", check=False
+    )
+
+
+def test_the_windows_bind_the_executor_user_in_polkit(ct: BootedSystemd) -> None:
+    """Apply windows used to bind opsbot's code only: a subverted executor could restart
+    an allowed unit at any hour. Now the rule carries the windows (absolute UTC intervals
+    of the next 14 days) and reads polkit's clock. As opsbot-executor, by hand:
+    `systemctl restart demo-web` inside a window restarts it; outside every window it is
+    "Access denied" and demo-web keeps its invocation; then root's `approve --now` of a
+    restart of demo-web writes a grant for exactly that plan, with which the restart is
+    allowed outside the window; once the plan is applied and its approval archived, the
+    grant is gone and the restart is refused again."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    try:
+        with edited_file(ct, CONFIG, with_window(now - timedelta(minutes=30), 90)):
+            said = json.loads(cli(ct, "polkit-rule", "--write", "--json").stdout)
+            assert len(said["windows"]) == 1, said
+            ct.wait_for(lambda: executor_may(ct, "restart", WEB), timeout=20, what="in window")
+            before = invocation(ct, WEB)
+            inside = restart_as_executor(ct, WEB)
+            assert inside.returncode == 0, inside.stderr
+            assert invocation(ct, WEB) != before
+        outside_config = with_window(now + timedelta(hours=3), 60)
+        with edited_file(ct, CONFIG, outside_config):
+            cli(ct, "polkit-rule", "--write")
+            ct.wait_for(lambda: not executor_may(ct, "restart", WEB), timeout=20, what="outside")
+            before = invocation(ct, WEB)
+            outside = restart_as_executor(ct, WEB)
+            assert outside.returncode != 0 and "Access denied" in outside.stderr, outside
+            assert invocation(ct, WEB) == before
+            # root overrides the window for one plan: a grant for it, until it expires.
+            plan_id = propose(ct, WEB, "approve --now outside the window")
+            approve(ct, plan_id, "--now")
+            grant = f"{GRANTS}/59-opsbot-now-{plan_id}.rules"
+            assert ct.run(["stat", "-c", "%U %G %a", grant]).stdout.split() == [
+                "root",
+                "root",
+                "644",
+            ]
+            ct.wait_for(lambda: executor_may(ct, "restart", WEB), timeout=20, what="granted")
+            assert not executor_may(ct, "restart", DB)  # that plan's unit only
+            applied = cli(ct, "apply", check=False)
+            assert f"{plan_id}  APPLIED" in applied.stdout, applied.stdout
+            ct.wait_for(
+                lambda: ct.run(["test", "-e", grant], check=False).returncode != 0,
+                timeout=60,
+                what="the grant removed once the approval is archived",
+            )
+            ct.wait_for(lambda: not executor_may(ct, "restart", WEB), timeout=20, what="grant gone")
+            assert restart_as_executor(ct, WEB).returncode != 0
+    finally:
+        cli(ct, "polkit-rule", "--write")

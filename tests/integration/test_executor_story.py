@@ -266,6 +266,8 @@ def test_units_verify_and_executor_exposure_is_at_most_2(opsbot: BootedSystemd) 
             "opsbot-archive.service",
             "opsbot-archive.timer",
             "opsbot-archive.path",
+            "opsbot-polkit-rule.service",
+            "opsbot-polkit-rule.timer",
             "opsbot-approver.socket",
             "opsbot-approver.service",
             "opsbot-web.socket",
