@@ -15,8 +15,12 @@ another, for two minutes (same request `opsbot diagnose` sends, over
 /run/opsbot/diagnose.sock). Drop-ins give both a long --idle-timeout so they do not exit
 between measurements, and the executor no start rate limit (it is started 13 times).
 
-Targets (issue): cold start <= 300 ms; idle RSS <= 45 MB diagnose, <= 35 MB executor;
-growth over the requests <= 2 MB.
+Then the store grows to 10,000 plans (--quick: 1,000): the executor started again over
+it, its idle RSS, its list (the 200 newest, as `opsbot plans` asks) against the same list
+over the few hundred plans the mix stored, and its RSS after 100 lists and 100 submits more.
+
+Targets (issue): cold start <= 300 ms; idle RSS <= 45 MB diagnose, <= 35 MB executor, also
+over 10,000 stored plans; growth over the requests <= 2 MB; list time flat in the store.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ def main() -> int:
     args = p.parse_args()
     setup_logging(args.verbose)
     cold_runs, requests, seconds = (2, 100, 5) if args.quick else (12, 1000, 120)
+    stored = 1000 if args.quick else 10000
     report = Report("startup_memory", "Start-up and memory")
     with booted() as ct:
         install_opsbot(ct, CONFIG, [UNIT], DROPINS)
@@ -80,6 +85,8 @@ def main() -> int:
             str(seconds),
             "--unit",
             UNIT,
+            "--stored",
+            str(stored),
             timeout=3600,
         )
     cold, warm = ms(r["cold_start_s"]), ms(r["warm_list_s"])
@@ -146,6 +153,31 @@ def main() -> int:
             note=f"{so_idle:.1f} -> {so_after:.1f} MB",
         )
     )
+    n_st = r["stored"]
+    st_idle, st_after = mb(r["stored_idle"]["vmrss_kb"]), mb(r["stored_after"]["vmrss_kb"])
+    report.add(
+        Figure(
+            f"executor RSS idle over {n_st} stored plans",
+            st_idle,
+            "MB",
+            target="<= 35 MB",
+            met=st_idle <= 35,
+            note=f"after 100 lists and 100 submits: {st_after:.1f} MB",
+        )
+    )
+    big_list, small_list = median(ms(r["stored_list_s"])), median(ms(r["small_list_s"]))
+    report.add(
+        Figure(
+            f"list over {n_st} stored plans ({r['stored_listed']} newest)",
+            big_list,
+            "ms",
+            small_list,
+            f"same list over {r['small_stored']} stored",
+            ratio(big_list, small_list),
+            "flat (<= 1.5x)",
+            big_list <= 1.5 * small_list,
+        )
+    )
     report.add(Figure("diagnose RSS idle", dg_idle, "MB", target="<= 45 MB", met=dg_idle <= 45))
     report.add(
         Figure(
@@ -192,6 +224,12 @@ def main() -> int:
         "submits_only_after": r["submits_only_after"],
         "executor_trajectory_mb_every_100": [round(mb(k), 2) for k in r["executor_trajectory_kb"]],
         "diagnose_ms": summary(ms(r["diagnose_s"])),
+        "stored": r["stored"],
+        "stored_idle": r["stored_idle"],
+        "stored_after": r["stored_after"],
+        "stored_list_ms": summary(ms(r["stored_list_s"])),
+        "small_stored": r["small_stored"],
+        "small_list_ms": summary(ms(r["small_list_s"])),
     }
     report.note(
         "executor RSS every 100 requests of the mix (MB): "

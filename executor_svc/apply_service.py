@@ -15,6 +15,7 @@ import json
 import os
 import pwd
 import sys
+from datetime import timedelta
 
 import structlog
 
@@ -35,7 +36,17 @@ def apply_plans(paths: Paths, *, actor: str) -> list[Outcome]:
     store = PlanStore(paths.state_dir)
     store.ensure()
     applier = Applier(store, paths.approvals_dir, config.executor, actor=actor, now=utcnow)
-    return applier.apply_all()
+    outcomes = applier.apply_all()
+    retire(store, config.executor.retention_days)
+    return outcomes
+
+
+def retire(store: PlanStore, retention_days: int) -> None:
+    """Move the plans older than the retention out of the live store (plans/store.py),
+    each said in the journal, which keeps their story."""
+    before = utcnow() - timedelta(days=retention_days)
+    for plan_id in store.retire(before):
+        log.info("plan.archived", plan_id=plan_id, retention_days=retention_days)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,9 +6,10 @@ stored durably, then ACCEPT. list/show: summaries and detail, with each step as 
 it will run. pending/verify: opsbot-verify's (plans.verification).
 """
 
+import bisect
 import shlex
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import structlog
@@ -134,7 +135,7 @@ class ExecutorService:
         if isinstance(request, SubmitPlan):
             return self.submit(request, peer, policy)
         if isinstance(request, ListPlans):
-            return self.list_plans()
+            return self.list_plans(request)
         if isinstance(request, PendingVerification):
             return Pending(
                 plans=pending(self.store, self.now()), settle_seconds=policy.settle_seconds
@@ -221,14 +222,20 @@ class ExecutorService:
             plan = None
         return record, status, plan
 
-    def list_plans(self) -> PlanList | Reject:
+    def list_plans(self, request: ListPlans) -> PlanList | Reject:
+        """The ``limit`` newest plans (since ``since``): ids are times, so which those are
+        is known from the names alone, and only they are read."""
+        ids = self.store.ids()
+        if request.since is not None:
+            first = request.since.astimezone(UTC).strftime("%Y%m%d-%H%M%S")
+            ids = ids[bisect.bisect_left(ids, first) :]
         summaries: list[PlanSummary] = []
-        for plan_id in self.store.ids():
+        for plan_id in ids[-request.limit :]:
             try:
                 summaries.append(summary(*self._read(plan_id)))
             except OpsbotError as exc:
                 log.warning("plan.unreadable", plan_id=plan_id, error=exc.message)
-        return PlanList(plans=summaries)
+        return PlanList(plans=summaries, total=len(ids))
 
     def show(self, plan_id: str) -> PlanDetail | Reject:
         try:

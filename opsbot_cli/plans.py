@@ -55,6 +55,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="only plans submitted since WHEN: a systemd time span ago (2h, 1d, 30min) "
         "or a date and time (2026-12-01, '2026-12-01 15:20', ... UTC)",
     )
+    default, most = wire.list_limits()
+    p.add_argument(
+        "-n",
+        "--limit",
+        type=limit_arg,
+        default=default,
+        metavar="N",
+        help=f"the N newest plans (default {default}, at most {most}); --state filters among them",
+    )
     p.add_argument("--no-legend", action="store_true", help="print no header and no footer")
     p.add_argument(
         "-l", "--full", action="store_true", help="do not cut goals and units at 100 columns"
@@ -65,6 +74,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="print, never through $SYSTEMD_PAGER/$PAGER/less (a terminal pages as systemctl does)",
     )
     p.set_defaults(func=run)
+
+
+def limit_arg(value: str) -> int:
+    most = wire.list_limits()[1]
+    if not value.isdigit() or not 1 <= int(value) <= most:
+        raise argparse.ArgumentTypeError(f"not a number from 1 to {most}: {value[:20]!r}")
+    return int(value)
 
 
 def states_arg(values: list[str]) -> set[str]:
@@ -112,7 +128,8 @@ def since_arg(value: str, now: float) -> datetime:
 def run(args: argparse.Namespace, paths: Paths) -> int:
     states = states_arg(args.state)
     since = since_arg(args.since, time.time()) if args.since is not None else None
-    listing = ask_json(paths.executor_socket, wire.list_request(), wire.plan_list)
+    request = wire.list_request(args.limit, since)
+    listing = ask_json(paths.executor_socket, request, wire.plan_list)
     shown = [
         p
         for p in listing["plans"]
@@ -122,7 +139,14 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
     if args.json:
         print(screen.json_text(shown))
         return 0
-    screen.show(table(shown, legend=not args.no_legend, full=args.full), no_pager=args.no_pager)
+    lines = table(shown, legend=not args.no_legend, full=args.full)
+    total = listing.get("total")
+    if not args.no_legend and isinstance(total, int) and total > len(listing["plans"]):
+        lines.append(
+            f"(the {len(listing['plans'])} newest of {total} stored plans: "
+            "--limit N for more, --since to go back)"
+        )
+    screen.show(lines, no_pager=args.no_pager)
     return 0
 
 

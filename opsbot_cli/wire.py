@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cache
 from importlib.resources import files
 from typing import Any
@@ -56,9 +56,11 @@ KEYWORDS = frozenset(
         "items",
         "maxItems",
         "maxLength",
+        "maximum",
         "minItems",
         "minLength",
         "minProperties",
+        "minimum",
         "not",
         "oneOf",
         "pattern",
@@ -128,16 +130,26 @@ def max_reply_bytes() -> int:
     return int(schema()["max_reply_bytes"])
 
 
-def _request(op: str, **fields: str) -> bytes:
+def _request(op: str, **fields: Any) -> bytes:
     """A request as ``encode_message`` writes it: the schema's constants, then ``fields``."""
     props = schema()["requests"][op]["properties"]
     message = {key: prop["const"] for key, prop in props.items() if "const" in prop}
     return canonical_json({**message, **fields}) + b"\n"
 
 
-def list_request() -> bytes:
-    """``encode_message(ListPlans())``."""
-    return _request("list")
+def list_limits() -> tuple[int, int]:
+    """ListPlans' ``limit``: its default and its most (shared_schema DEFAULT_LISTED,
+    MAX_LISTED), from the wire schema."""
+    limit = schema()["requests"]["list"]["properties"]["limit"]
+    return int(limit["default"]), int(limit["maximum"])
+
+
+def list_request(limit: int, since: datetime | None = None) -> bytes:
+    """``encode_message(ListPlans(limit=limit, since=since))``."""
+    fields: dict[str, Any] = {"limit": limit}
+    if since is not None:
+        fields["since"] = since.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return _request("list", **fields)
 
 
 def show_request(plan_id: str) -> bytes:
@@ -182,6 +194,9 @@ def check(value: Any, node: Mapping[str, Any], where: str, defs: Mapping[str, An
         _check_type(value, kind, where)
     if isinstance(value, str):
         _check_string(value, node, where)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        if not node.get("minimum", value) <= value <= node.get("maximum", value):
+            raise MalformedReply(f"{where} is out of its range: {value}")
     elif isinstance(value, list):
         return _check_array(value, node, where, defs)
     elif isinstance(value, dict):

@@ -35,6 +35,7 @@ from plans.errors import PlanNotFound, StoreError, TamperedPlan, TooManyWaiting
 from plans.records import PlanRecord, Provenance, StatusRecord, Transition
 from shared_io.files import (
     TMP_PREFIX,
+    fsync_dir,
     give_to_directory_owner,
     read_bounded,
     store_error,
@@ -96,6 +97,7 @@ class PlanStore:
         self.status_dir = state_dir / "status"
         self.consumed = state_dir / "consumed"
         self.verify = state_dir / "verify"
+        self.archive = state_dir / "archive"
         self._lock = threading.Lock()
         self._open_by_sha: dict[str, Open] | None = None
         #: Plans being written now, by fingerprint; set when the write is over.
@@ -178,7 +180,11 @@ class PlanStore:
         """TooManyWaiting if one more plan from ``uid`` would pass ``caps`` (plans being
         written count: racing submits cannot pass it together). Called with the lock."""
         young = now - timedelta(seconds=caps.ttl_seconds)
-        shas = [s for s, o in index.items() if o.submitted_at > young]
+        # Plans past their TTL wait for nothing (and are no duplicate of a new one): out
+        # of the index, which so holds at most the plans that may still wait.
+        for sha in [s for s, o in index.items() if o.submitted_at <= young]:
+            del index[sha]
+        shas = list(index)
 
         def counts() -> tuple[int, int]:
             writing = len(self._writing)
@@ -262,6 +268,13 @@ class PlanStore:
         try:
             data = read_bounded(path)
         except FileNotFoundError as exc:
+            month = self.archive / f"{plan_id[:4]}-{plan_id[4:6]}"
+            if (month / path.name).exists():
+                raise PlanNotFound(
+                    f"plan {plan_id} is archived (older than [executor] retention_days)",
+                    hint=f"its record is {month / path.name}; its story is in the journal "
+                    f"(`journalctl PLAN_ID={plan_id}`)",
+                ) from exc
             raise PlanNotFound(f"no plan {plan_id}", hint="`opsbot plans` lists them") from exc
         except OSError as exc:
             if exc.errno == errno.ELOOP:
@@ -293,6 +306,39 @@ class PlanStore:
         if not isinstance(parsed, Plan) or parsed.canonical() != raw:
             raise TamperedPlan(f"plan {record.plan_id} is no longer a valid canonical plan")
         return parsed
+
+    def retire(self, before: datetime, limit: int = 1000) -> list[str]:
+        """Move the plans submitted before ``before`` that ended (or, still PROPOSED or
+        APPROVED, expired long ago) into ``archive/YYYY-MM/``, with their status; their
+        ids, at most ``limit`` a call. Known from the ids alone (they are times): below
+        the cut, no file is read. A plan APPLYING stays, for someone to look at."""
+        cut = before.astimezone(UTC).strftime("%Y%m%d-%H%M%S")
+        old = [i for i in self.ids() if i < cut][:limit]
+        moved: list[str] = []
+        for plan_id in old:
+            try:
+                if self.status(plan_id).state is PlanState.APPLYING:
+                    continue
+            except (StoreError, PlanNotFound, TamperedPlan):
+                pass  # unreadable, and old: archived as it is
+            month = self.archive / f"{plan_id[:4]}-{plan_id[4:6]}"
+            try:
+                month.mkdir(mode=0o750, parents=True, exist_ok=True)
+                # The plan first: a crash between leaves a status without a plan (read by
+                # no one), never a plan without its status (which would read PROPOSED).
+                os.rename(self._plan_path(plan_id), month / f"{plan_id}.json")
+                status = self.status_dir / f"{plan_id}.json"
+                if status.exists():
+                    os.rename(status, month / f"{plan_id}.status.json")
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise store_error("archive", month, exc) from exc
+            moved.append(plan_id)
+        if moved:
+            fsync_dir(self.plans)
+            fsync_dir(self.status_dir)
+        return moved
 
     # -- status -----------------------------------------------------------------------
 

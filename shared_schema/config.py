@@ -76,6 +76,11 @@ class ExecutorPolicy(Model):
     #: subverted diagnose process cannot flood the store, the approver or the approvers.
     max_waiting_plans_per_submitter: Annotated[int, Field(ge=1, le=100_000)] = 50
     max_waiting_plans: Annotated[int, Field(ge=1, le=100_000)] = 100
+    #: Plans that ended (or expired) longer ago than this are moved out of the live
+    #: store into /var/lib/opsbot/archive/YYYY-MM/ (the journal keeps their story), so
+    #: the executor's memory and its answers stay the same size however long it runs.
+    #: More than plan_ttl_seconds can be (30 days): nothing still open is moved.
+    retention_days: Annotated[int, Field(ge=31, le=3650)] = 90
     #: Connections one operator may hold on the executor socket at once (the diagnose
     #: user and root are bound only by the socket's 128, 32 of which are kept for them).
     connections_per_uid: Annotated[int, Field(ge=1, le=96)] = 16

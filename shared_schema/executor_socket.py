@@ -24,6 +24,11 @@ from shared_schema.units import PlanId, Sha256Hex
 
 PROTOCOL_VERSION: Final = 1
 
+#: ``opsbot plans`` shows this many of the newest plans unless told (``--limit``), and
+#: a list answers at most MAX_LISTED: its time and size do not grow with the store.
+DEFAULT_LISTED: Final = 200
+MAX_LISTED: Final = 5000
+
 RunId = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
 
 # -- requests ---------------------------------------------------------------------------
@@ -44,10 +49,13 @@ class SubmitPlan(Model):
 
 
 class ListPlans(Model):
-    """List stored plans (operators and root)."""
+    """List stored plans (operators and root): the ``limit`` newest, submitted at or
+    after ``since`` when given."""
 
     v: Literal[1] = 1
     op: Literal["list"] = "list"
+    limit: Annotated[int, Field(ge=1, le=MAX_LISTED)] = DEFAULT_LISTED
+    since: datetime | None = None
 
 
 class ShowPlan(Model):
@@ -178,6 +186,9 @@ class PlanList(Model):
     v: Literal[1] = 1
     verdict: Literal["PLANS"] = "PLANS"
     plans: list[PlanSummary]
+    #: The plans the request's ``since`` matched in the live store; more than listed
+    #: when ``limit`` cut the oldest of them.
+    total: int | None = None
 
 
 class AwaitingStep(Model):

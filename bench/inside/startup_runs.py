@@ -3,6 +3,11 @@ socket-activated executor until its reply), and both daemons' VmRSS idle and aft
 requests. Prints JSON.
 
     startup_runs.py --cold-runs 12 --requests 1000 --diagnose-seconds 120 --unit UNIT
+                    [--stored 10000]
+
+Then a store of ``--stored`` plans: the executor started again over it, idle, its list
+timed (the 200 newest, as `opsbot plans` asks) against the list over the few hundred
+plans the mix stored, and its RSS after 100 lists and 100 submits more.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ def main() -> int:
     p.add_argument("--requests", type=int, default=1000)
     p.add_argument("--diagnose-seconds", type=float, default=120)
     p.add_argument("--unit", required=True)
+    p.add_argument("--stored", type=int, default=10000)
     args = p.parse_args()
     out: dict[str, Any] = {}
 
@@ -131,6 +137,38 @@ def main() -> int:
     out["executor_requests"] = kinds
     if out["executor_after"]["pid"] != out["executor_idle"]["pid"]:
         raise RuntimeError("the executor restarted during the run")
+
+    # -- a big store ----------------------------------------------------------------------
+    # The baseline: the list over the store the mix left (a few hundred plans).
+    out["small_stored"] = len(os.listdir("/var/lib/opsbot/plans"))
+    small_lists = []
+    for _ in range(100):
+        started = time.perf_counter()
+        exchange(EXECUTOR_SOCKET, LIST)
+        small_lists.append(time.perf_counter() - started)
+    out["small_list_s"] = small_lists
+    have = len(os.listdir("/var/lib/opsbot/plans"))
+    for i in range(max(0, args.stored - have)):
+        line = submit_line(restart_plan(f"bench store #{i}", [args.unit]))
+        if json.loads(exchange(EXECUTOR_SOCKET, line)).get("verdict") != "ACCEPT":
+            raise RuntimeError("a submit was not accepted")
+    run(["systemctl", "stop", "opsbot-executor.service"])
+    run(["systemctl", "start", "opsbot-executor.service"])
+    out["stored"] = len(os.listdir("/var/lib/opsbot/plans"))
+    out["stored_idle"] = rss("opsbot-executor.service")
+    big_lists = []
+    for i in range(100):
+        started = time.perf_counter()
+        reply = json.loads(exchange(EXECUTOR_SOCKET, LIST))
+        big_lists.append(time.perf_counter() - started)
+        if reply.get("verdict") != "PLANS":
+            raise RuntimeError(f"unexpected reply {str(reply)[:200]}")
+        line = submit_line(restart_plan(f"bench store, more #{i}", [args.unit]))
+        if json.loads(exchange(EXECUTOR_SOCKET, line)).get("verdict") != "ACCEPT":
+            raise RuntimeError("a submit was not accepted")
+    out["stored_list_s"] = big_lists
+    out["stored_listed"] = len(reply["plans"])
+    out["stored_after"] = rss("opsbot-executor.service")
 
     # -- diagnose memory -------------------------------------------------------------------
     run(["systemctl", "start", "opsbot-diagnose.service"])

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -122,7 +123,9 @@ def test_a_schema_keyword_the_reader_does_not_know_is_refused() -> None:
 def test_the_requests_are_the_bytes_the_models_send() -> None:
     """``list`` and ``show`` built from the schema are byte for byte what encode_message
     sends for ListPlans and ShowPlan."""
-    assert wire.list_request() == encode_message(ListPlans())
+    assert wire.list_request(200) == encode_message(ListPlans())
+    since = datetime(2026, 12, 1, 15, 20, tzinfo=UTC)
+    assert wire.list_request(10, since) == encode_message(ListPlans(limit=10, since=since))
     assert wire.show_request(PLAN_ID) == encode_message(ShowPlan(plan_id=PLAN_ID))
 
 
