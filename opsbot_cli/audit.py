@@ -1,4 +1,6 @@
 """``opsbot audit ID``: the plan's story from the journal, trusted entries only.
+``opsbot audit --verify ID`` (or ``--verify --since DAY``): its chained trail checked
+(opsbot_cli/audit_verify.py), exit 5 when an entry is missing, altered or out of order.
 
 On a journal collector (systemd-journal-remote writing remote-*.journal files under
 /var/log/journal/remote, or ``--remote-dir``), each sending host's story too, read from
@@ -9,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from opsbot_cli.audit_verify import verify_days, verify_plan
 from opsbot_cli.errors import ConsoleError, UsageError
-from opsbot_cli.output import command, fit, json_out, plan_id_arg, printable, when
+from opsbot_cli.output import command, fit, json_out, out, plan_id_arg, printable, when
 from opsbot_cli.screen import show
 from opsbot_cli.story import (
     REMOTE_DIR,
@@ -25,12 +29,32 @@ from opsbot_cli.story import (
     read_sources_map,
     read_story,
 )
+from shared_io.exit_codes import REFUSED
 from shared_io.paths import Paths
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = command(sub, "audit", "tell a plan's story from the journal (trusted entries only)")
-    p.add_argument("plan_id", metavar="ID")
+    p.add_argument("plan_id", metavar="ID", nargs="?")
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="check the chained trail of ID (or of every plan since --since) against the "
+        "journal and the writers' heads; name the first entry missing, altered or out of "
+        "order (exit 5)",
+    )
+    p.add_argument(
+        "--since",
+        metavar="DAY",
+        help="with --verify and no ID: the day chains from DAY (YYYY-MM-DD, UTC) to today",
+    )
+    p.add_argument(
+        "--against",
+        type=Path,
+        metavar="DIR",
+        help="with --verify: read the entries from the journal files under DIR (the fleet "
+        "collector's copy of this host), not this host's journal",
+    )
     p.add_argument("--json", action="store_true", help="the trusted entries, whole")
     p.add_argument("-v", "--verbose", action="store_true", help="every field whole (sha256s, argv)")
     p.add_argument(
@@ -67,6 +91,12 @@ def _sources_map(given: list[str]) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace, paths: Paths) -> int:
+    if args.verify:
+        return verify(args)
+    if args.plan_id is None:
+        raise UsageError("an ID to audit (or --verify --since DAY)")
+    if args.since is not None or args.against is not None:
+        raise UsageError("--since and --against go with --verify")
     plan_id = plan_id_arg(args.plan_id)
     remote_dir: Path = args.remote_dir or REMOTE_DIR
     try:
@@ -118,6 +148,43 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
             lines += _host_lines(story, args.verbose, first=not lines)
     show(lines, no_pager=args.no_pager)  # a long story pages on a terminal, as journalctl's
     return 0
+
+
+def verify(args: argparse.Namespace) -> int:
+    """``--verify``: each chain intact or its problems; exit 5 when one is not."""
+    if (args.plan_id is None) == (args.since is None):
+        raise UsageError("--verify needs an ID or --since DAY (not both)")
+    if args.against is not None and not args.against.is_dir():
+        raise UsageError(f"--against {printable(str(args.against))!r}: not a directory")
+    now = datetime.now(UTC)
+    if args.plan_id is not None:
+        plan_id = plan_id_arg(args.plan_id)
+        reports = verify_plan(plan_id, args.against)
+        what = f"plan {plan_id}"
+    else:
+        try:
+            since = datetime.strptime(args.since, "%Y-%m-%d").replace(tzinfo=UTC)
+        except ValueError:
+            raise UsageError(f"--since {printable(args.since[:20])!r}: not YYYY-MM-DD") from None
+        if since > now or now - since > timedelta(days=400):
+            raise UsageError("--since: a day within the last 400 days")
+        reports = verify_days(since, args.against, now)
+        what = f"the days since {args.since}"
+    intact = all(not r.problems for r in reports)
+    if args.json:
+        json_out({"intact": intact and bool(reports), "chains": [r.as_json() for r in reports]})
+    elif not reports:
+        out(f"no chained entries for {what} (written before chaining, or not by opsbot)")
+    else:
+        for report in reports:
+            head = f", head #{report.head}" if report.head is not None else ""
+            state = "intact" if not report.problems else f"{len(report.problems)} problem(s)"
+            out(f"{report.name} chain of {report.of}: {report.entries} entries{head}: {state}")
+            for problem in report.problems:
+                out(f"  {problem}")
+    if not reports:
+        return 1
+    return 0 if intact else REFUSED
 
 
 def _collector(

@@ -33,6 +33,24 @@ WRITE_RULE = "`opsbot polkit-rule --write`"
 RULE_AHEAD = timedelta(days=7)
 
 
+JOURNAL_DIR = Path("/var/log/journal")
+
+
+def journal_sealing(journal_dir: Path = JOURNAL_DIR) -> str:
+    """Whether journald seals this host's journal (Forward Secure Sealing): "sealed" when
+    `journalctl --setup-keys` made the sealing key of this machine's persistent journal,
+    "not set up" when the journal is persistent without one, "volatile journal" when
+    it is kept in /run only (nothing survives a reboot, nothing can be sealed)."""
+    try:
+        machine = Path("/etc/machine-id").read_text().strip()
+    except OSError:
+        return "unknown"
+    here = journal_dir / machine
+    if not here.is_dir():
+        return "volatile journal"
+    return "sealed" if (here / "fss").exists() else "not set up"
+
+
 def stale_windows(horizon: datetime | None) -> bool:
     return horizon is None or horizon < datetime.now(UTC) + RULE_AHEAD
 
@@ -176,6 +194,7 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         "watch": config.diagnose.watch,
         "health_targets": sorted(config.diagnose.health),
         "model": config.diagnose.model.kind,
+        "audit_sealing": journal_sealing(),
         "warnings": warnings,
     }
     if args.json:
@@ -193,6 +212,14 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         for warning in warnings:
             out(f"  warning: {warning}")
         out(f"privilege mode: {mode}")
+        sealing = info["audit_sealing"]
+        out(f"audit trail: chained (`opsbot audit --verify`); journal sealing: {sealing}")
+        if sealing != "sealed":
+            out(
+                "  note: against root on this host the trail proves nothing unless the journal "
+                "is sealed (journalctl --setup-keys, the verification key kept off the host) "
+                "or shipped to a collector (opsbot audit --verify --against DIR)"
+            )
         if mode == "polkit" and not rule_current:
             out(f"  warning: {RULE_PATH} does not match the policy; run {WRITE_RULE}")
         elif mode == "polkit" and windows and stale_windows(horizon):

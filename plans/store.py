@@ -330,6 +330,9 @@ class PlanStore:
                 status = self.status_dir / f"{plan_id}.json"
                 if status.exists():
                     os.rename(status, month / f"{plan_id}.status.json")
+                head = self.root / "audit" / plan_id  # its audit chain's head
+                if head.exists():
+                    os.rename(head, month / f"{plan_id}.chain-head")
             except FileNotFoundError:
                 continue
             except OSError as exc:

@@ -12,7 +12,7 @@ ERROR = 1  # cannot reach a daemon, permission denied, an internal error
 USAGE = 2  # bad arguments, a malformed id, a root-only command run by another user
 WAITING = 3  # a plan waits for approval (diagnose proposed one; approve --wait timed out)
 HUMAN = 4  # a human must act (diagnose ended with a note naming a cause)
-REFUSED = 5  # refused: STALE, REJECTED, EXPIRED, or out of the diagnosis scope
+REFUSED = 5  # refused: STALE, REJECTED, EXPIRED, out of the diagnosis scope; a broken audit trail
 FAILED = 6  # a step FAILED, or the plan is UNRESOLVED (its service did not come back)
 CONFIG = 78  # invalid configuration (EX_CONFIG)
 
@@ -23,7 +23,7 @@ TABLE = (
     (USAGE, "usage: bad arguments or id, a root-only command run by another user"),
     (WAITING, "a plan waits for approval (diagnose proposed one; approve --wait timed out)"),
     (HUMAN, "a human must act: diagnose ended with a note naming a cause"),
-    (REFUSED, "refused: STALE, REJECTED, EXPIRED, or out of the diagnosis scope"),
+    (REFUSED, "refused: STALE, REJECTED, EXPIRED, out of scope; audit --verify: trail broken"),
     (FAILED, "a step FAILED, or the plan is UNRESOLVED: the service did not come back"),
     (CONFIG, "invalid configuration (opsbot check-config says where)"),
 )

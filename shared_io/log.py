@@ -75,20 +75,29 @@ def journal_fields(event_dict: MutableMapping[str, Any], identifier: str) -> dic
 
 
 class JournaldSink:
-    """The last processor: send the event to journald, or render a stderr line."""
+    """The last processor: send the event to journald (an entry about a plan chained,
+    shared_io.audit_chain, when this process writes a chain), or render a stderr line."""
 
     def __init__(self, identifier: str, use_journal: bool) -> None:
         self.identifier = identifier
         self._send: Any = None
+        self._chain: Any = None
         if use_journal:
             from systemd import journal
 
+            from shared_io.audit_chain import writer_chain
+
             self._send = journal.send
+            self._chain = writer_chain(identifier)
 
     def __call__(self, logger: Any, name: str, event_dict: MutableMapping[str, Any]) -> str:
         if self._send is not None:
             fields = journal_fields(event_dict, self.identifier)
-            self._send(fields.pop("MESSAGE"), **fields)
+            if self._chain is not None and "PLAN_ID" in fields:
+                with self._chain.link(fields):
+                    self._send(fields.pop("MESSAGE"), **fields)
+            else:
+                self._send(fields.pop("MESSAGE"), **fields)
             raise structlog.DropEvent
         rest = " ".join(
             f"{k}={field_value(v)}"

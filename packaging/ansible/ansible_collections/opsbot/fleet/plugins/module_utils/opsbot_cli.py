@@ -19,7 +19,7 @@ EXIT_MEANINGS = {
     2: "usage: bad arguments or id, a root-only command run by another user",
     3: "a plan waits for approval",
     4: "a human must act: diagnose ended with a note naming a cause",
-    5: "refused: STALE, REJECTED, EXPIRED, or out of the diagnosis scope",
+    5: "refused: STALE, REJECTED, EXPIRED, out of scope; audit --verify: trail broken",
     6: "a step FAILED, or the plan is UNRESOLVED: the service did not come back",
     78: "invalid configuration (opsbot check-config says where)",
 }

@@ -1,0 +1,237 @@
+"""``opsbot audit --verify [ID | --since DAY]``: check the chained trail
+(shared_io.audit_chain) against the journal and the writers' heads, and name the first
+entry missing, altered or out of order.
+
+For a plan: each writer's chain of it (the executor's, root's), read from the journal in
+the order journald keeps it; for ``--since``: each writer's day chains from that UTC day
+to today, whatever the plans. An entry counts only from its writer (the executor's
+chain from opsbot's units as the executor's user, root's from uid 0; on a collector,
+``--against DIR``, root or an ``opsbot-*`` unit as the sending host recorded it), and is
+
+- altered when its ``AUDIT_HASH`` is not the sha256 of its fields (an edit);
+- missing when a sequence number is absent, before the last entry seen or up to the
+  head its writer keeps (a deletion, also of the newest);
+- out of order when the journal has it before an entry with a smaller number;
+- unlinked when its ``*_PREV`` is not the hash of the entry numbered before it (an entry
+  replaced by one made up).
+
+With ``--against DIR`` the entries are the collector's copy (journal files under DIR,
+as systemd-journal-remote writes them), and this host's heads are checked against them:
+root on this host cannot rewrite that copy.
+"""
+
+from __future__ import annotations
+
+import json
+import pwd
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from opsbot_cli.errors import ConsoleError
+from shared_io.audit_chain import (
+    EXECUTOR_CHAIN_DIR,
+    GENESIS,
+    HASH_FIELD,
+    ROOT_CHAIN_DIR,
+    Head,
+    day_head_path,
+    entry_hash,
+    plan_head_path,
+    read_head,
+)
+from shared_io.run import run as run_program
+
+CHAIN_DIRS = {"executor": EXECUTOR_CHAIN_DIR, "root": ROOT_CHAIN_DIR}
+#: The most a verify reads from journalctl.
+OUTPUT_LIMIT = 256 * 1024 * 1024
+
+
+@dataclass
+class ChainReport:
+    """One chain checked: ``name`` (executor, root), ``of`` (a plan id, or day-YYYYMMDD)."""
+
+    name: str
+    of: str
+    entries: int = 0
+    head: int | None = None
+    problems: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "chain": self.name,
+            "of": self.of,
+            "entries": self.entries,
+            "head": self.head,
+            "intact": not self.problems,
+            "problems": self.problems,
+        }
+
+
+def _text(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(b, int) for b in value):
+        return bytes(value).decode("utf-8", "replace")
+    return None
+
+
+def read_entries(matches: list[str], against: Path | None) -> list[dict[str, str]]:
+    """The journal entries matching ``matches`` (all of them: journalctl's OR is ``+``),
+    oldest first, every field a string: the local journal, or the journal files under
+    ``against``."""
+    argv = ["journalctl", "--no-pager", "-o", "json", "--all"]
+    if against is not None:
+        argv += ["--directory", str(against)]
+    result = run_program([*argv, *matches], timeout=120, output_limit=OUTPUT_LIMIT)
+    if not result.ok and not result.stdout:
+        said = (result.stderr.strip() or result.error).splitlines()
+        raise ConsoleError(
+            f"journalctl could not read the journal: {said[-1][:200] if said else 'no output'}",
+            hint="reading the journal needs root or group systemd-journal",
+        )
+    entries = []
+    for line in result.stdout.splitlines():
+        try:
+            raw = json.loads(line)
+        except ValueError:
+            continue
+        fields = {k: t for k, v in raw.items() if (t := _text(v)) is not None}
+        entries.append(fields)
+    return entries
+
+
+def _uid(name: str) -> str | None:
+    try:
+        return str(pwd.getpwnam(name).pw_uid)
+    except KeyError:
+        return None
+
+
+def trusted_writer(entry: Mapping[str, str], remote: bool, executor_uid: str | None) -> bool:
+    """Whether ``entry`` comes from the writer its ``CHAIN`` names."""
+    uid, unit = entry.get("_UID"), entry.get("_SYSTEMD_UNIT", "")
+    if entry.get("CHAIN") == "root":
+        return uid == "0"
+    if entry.get("CHAIN") != "executor" or not unit.startswith("opsbot-"):
+        return False
+    return remote or (executor_uid is not None and uid == executor_uid)
+
+
+def _where(entry: Mapping[str, str]) -> str:
+    try:
+        at = datetime.fromtimestamp(int(entry["__REALTIME_TIMESTAMP"]) / 1e6, UTC)
+        when = at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (KeyError, ValueError):
+        when = "?"
+    return f"{entry.get('EVENT', '?')} at {when}"
+
+
+def check_chain(
+    report: ChainReport,
+    entries: list[dict[str, str]],
+    seq_field: str,
+    prev_field: str,
+    head: Head | None,
+) -> None:
+    """The checks above, for one chain's ``entries`` in journal order."""
+    report.entries = len(entries)
+    report.head = head.seq if head is not None else None
+    numbered: dict[int, dict[str, str]] = {}
+    order: list[int] = []
+    for entry in entries:
+        seq_text = entry.get(seq_field, "")
+        if not seq_text.isdigit():
+            report.problems.append(f"altered: {_where(entry)} has no {seq_field}")
+            continue
+        seq = int(seq_text)
+        if entry_hash(entry) != entry.get(HASH_FIELD):
+            report.problems.append(
+                f"altered: #{seq} ({_where(entry)}): its fields are not what its hash signed"
+            )
+        numbered.setdefault(seq, entry)
+        order.append(seq)
+    last = max(order, default=0)
+    top = max(last, head.seq if head is not None else 0)
+    absent = [n for n in range(1, top + 1) if n not in numbered]
+    for n in absent:
+        after = numbered.get(n - 1)
+        before = next((numbered[m] for m in range(n + 1, top + 1) if m in numbered), None)
+        where = (
+            f"after #{n - 1} ({_where(after)})"
+            if after is not None
+            else f"before #{n + 1} ({_where(before)})"
+            if before is not None
+            else "the writer's head counts it"
+        )
+        report.problems.append(f"missing: #{n}, {where}")
+    for earlier, later in zip(order, order[1:], strict=False):
+        if later < earlier:
+            report.problems.append(
+                f"out of order: #{later} ({_where(numbered[later])}) comes after "
+                f"#{earlier} ({_where(numbered[earlier])}) in the journal"
+            )
+    for seq in sorted(numbered):
+        expected = GENESIS if seq == 1 else numbered.get(seq - 1, {}).get(HASH_FIELD)
+        if expected is not None and numbered[seq].get(prev_field) != expected:
+            report.problems.append(
+                f"unlinked: #{seq} ({_where(numbered[seq])}) does not follow #{seq - 1}"
+            )
+    if head is not None and head.seq == last and last in numbered:
+        if numbered[last].get(HASH_FIELD) != head.hash:
+            report.problems.append(
+                f"altered: #{last} ({_where(numbered[last])}) is not the entry its writer "
+                "recorded last"
+            )
+
+
+def _read_head(path: Path) -> Head | None:
+    try:
+        head = read_head(path)
+    except OSError:
+        return None  # not readable here (an operator): the chain alone is checked
+    return head if head.seq else None
+
+
+def _grouped(entries: Iterable[dict[str, str]], remote: bool) -> dict[str, list[dict[str, str]]]:
+    executor_uid = _uid("opsbot-executor")
+    chains: dict[str, list[dict[str, str]]] = {}
+    for entry in entries:
+        if HASH_FIELD in entry and trusted_writer(entry, remote, executor_uid):
+            chains.setdefault(entry["CHAIN"], []).append(entry)
+    return chains
+
+
+def verify_plan(plan_id: str, against: Path | None) -> list[ChainReport]:
+    """Each writer's chain of ``plan_id``: from its writer's head when it has one here."""
+    entries = read_entries([f"PLAN_ID={plan_id}"], against)
+    chains = _grouped(entries, remote=against is not None)
+    reports = []
+    for name, directory in CHAIN_DIRS.items():
+        head = _read_head(plan_head_path(directory, plan_id))
+        if name not in chains and head is None:
+            continue
+        report = ChainReport(name, plan_id)
+        check_chain(report, chains.get(name, []), "CHAIN_SEQ", "CHAIN_PREV", head)
+        reports.append(report)
+    return reports
+
+
+def verify_days(since: datetime, against: Path | None, today: datetime) -> list[ChainReport]:
+    """Each writer's day chain of every UTC day from ``since`` to ``today``."""
+    reports = []
+    day = since.astimezone(UTC).date()
+    while day <= today.astimezone(UTC).date():
+        name_of_day = day.strftime("%Y%m%d")
+        chains = _grouped(read_entries([f"AUDIT_DAY={name_of_day}"], against), against is not None)
+        for name, directory in CHAIN_DIRS.items():
+            head = _read_head(day_head_path(directory, name_of_day))
+            if name not in chains and head is None:
+                continue
+            report = ChainReport(name, f"day-{name_of_day}")
+            check_chain(report, chains.get(name, []), "DAY_SEQ", "DAY_PREV", head)
+            reports.append(report)
+        day += timedelta(days=1)
+    return reports

@@ -1,0 +1,163 @@
+"""A tamper-evident trail in the journal: every entry of a plan's story that the executor's
+user or root writes carries the sha256 of the entry before it, in two chains per writer:
+the plan's (``CHAIN_SEQ``, ``CHAIN_PREV``: 1, 2, 3 ... of that writer about that plan) and
+the day's (``DAY_SEQ``, ``DAY_PREV``: every entry of that writer that UTC day, whatever
+the plan). ``AUDIT_HASH`` is the sha256 of the entry's own fields, those two links
+included, so an entry edited, deleted or moved breaks a link that ``opsbot audit
+--verify`` names (opsbot_cli/audit_verify.py).
+
+Each writer keeps its heads (``seq hash``) in a directory only it can write, one file a
+plan and one a day, locked while an entry is made and sent, so that the processes of one
+writer (the executor daemon and the apply; root's approver and console) chain in the
+order journald receives them:
+
+    executor   /var/lib/opsbot/audit               (opsbot-executor)
+    root       /var/lib/opsbot-approvals/audit     (root)
+
+What it proves, honestly: an edit or deletion by anyone who does not rewrite the chain
+from the edit on, and the heads. Root on the host can do that; against root only a copy
+off the host helps (the fleet's journal collector, ``--against``; or journald's Forward
+Secure Sealing with the verification key kept elsewhere).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+#: A plan id (shared_schema.units; not imported: the console loads this with every verb).
+PLAN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{8}")
+
+GENESIS = "0" * 64
+#: Fields the writer sends that are not hashed: the hash itself. journald adds ``_*``
+#: and ``__*`` fields, python-systemd ``CODE_*``: none of those is the writer's to sign.
+HASH_FIELD = "AUDIT_HASH"
+CHAIN_FIELDS = ("CHAIN", "CHAIN_SEQ", "CHAIN_PREV", "AUDIT_DAY", "DAY_SEQ", "DAY_PREV")
+
+EXECUTOR_CHAIN_DIR = Path("/var/lib/opsbot/audit")
+ROOT_CHAIN_DIR = Path("/var/lib/opsbot-approvals/audit")
+
+
+@dataclass(frozen=True)
+class Head:
+    seq: int
+    hash: str
+
+
+def signed_fields(fields: Mapping[str, str]) -> dict[str, str]:
+    """The fields an entry's hash covers: what its writer sent, but the hash."""
+    return {
+        k: v
+        for k, v in fields.items()
+        if not k.startswith("_") and not k.startswith("CODE_") and k != HASH_FIELD
+    }
+
+
+def entry_hash(fields: Mapping[str, str]) -> str:
+    canonical = json.dumps(signed_fields(fields), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def read_head(path: Path) -> Head:
+    """The head a writer left at ``path``; the genesis when there is none."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return Head(0, GENESIS)
+    seq, _, digest = text.strip().partition(" ")
+    return Head(int(seq), digest) if seq.isdigit() else Head(0, GENESIS)
+
+
+def plan_head_path(directory: Path, plan_id: str) -> Path:
+    return directory / plan_id
+
+
+def day_head_path(directory: Path, day: str) -> Path:
+    return directory / f"day-{day}"
+
+
+class _Locked:
+    """A head file, open and locked."""
+
+    def __init__(self, path: Path) -> None:
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        data = os.pread(self.fd, 200, 0).decode("ascii", "replace").strip()
+        seq, _, digest = data.partition(" ")
+        self.head = Head(int(seq), digest) if seq.isdigit() and len(digest) == 64 else None
+
+    def write(self, head: Head) -> None:
+        data = f"{head.seq} {head.hash}\n".encode()
+        os.pwrite(self.fd, data, 0)
+        os.ftruncate(self.fd, len(data))
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+class Chain:
+    """One writer's chains in ``directory`` (its name ``name``: executor, root)."""
+
+    def __init__(self, name: str, directory: Path) -> None:
+        self.name = name
+        self.directory = directory
+
+    @contextlib.contextmanager
+    def link(self, fields: dict[str, str], now: datetime | None = None) -> Iterator[None]:
+        """Add the chain fields and ``AUDIT_HASH`` to ``fields`` (an entry about a plan);
+        the block sends it; the heads move when it is sent. An entry whose heads cannot
+        be kept (the directory is not this process's to write) is left unchained."""
+        plan_id = fields.get("PLAN_ID", "")
+        if PLAN_ID.fullmatch(plan_id) is None:
+            yield
+            return
+        day = (now or datetime.now(UTC)).strftime("%Y%m%d")
+        try:
+            self.directory.mkdir(mode=0o750, exist_ok=True)
+            plan = _Locked(plan_head_path(self.directory, plan_id))
+        except OSError:
+            yield
+            return
+        try:
+            daily = _Locked(day_head_path(self.directory, day))
+        except OSError:
+            plan.close()
+            yield
+            return
+        try:
+            at_plan = plan.head or Head(0, GENESIS)
+            at_day = daily.head or Head(0, GENESIS)
+            fields.update(
+                CHAIN=self.name,
+                CHAIN_SEQ=str(at_plan.seq + 1),
+                CHAIN_PREV=at_plan.hash,
+                AUDIT_DAY=day,
+                DAY_SEQ=str(at_day.seq + 1),
+                DAY_PREV=at_day.hash,
+            )
+            digest = entry_hash(fields)
+            fields[HASH_FIELD] = digest
+            yield
+            plan.write(Head(at_plan.seq + 1, digest))
+            daily.write(Head(at_day.seq + 1, digest))
+        finally:
+            daily.close()
+            plan.close()
+
+
+def writer_chain(identifier: str) -> Chain | None:
+    """The chain a process logs into: the executor's units as the executor's user, and
+    root's processes; None for everyone else (their entries are not chained)."""
+    if os.geteuid() == 0:
+        return Chain("root", ROOT_CHAIN_DIR)
+    if identifier in ("opsbot-executor", "opsbot-apply"):
+        return Chain("executor", EXECUTOR_CHAIN_DIR)
+    return None
