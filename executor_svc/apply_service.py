@@ -21,6 +21,7 @@ import structlog
 
 from executor_svc.apply import Applier
 from plans import Outcome, PlanStore, failed, outcome_json, utcnow
+from plans.verification import VERIFY_HORIZON, sweep_unmarked
 from shared_io import log as logsetup
 from shared_io.config import load_config
 from shared_io.errors import OpsbotError
@@ -37,6 +38,12 @@ def apply_plans(paths: Paths, *, actor: str) -> list[Outcome]:
     store.ensure()
     applier = Applier(store, paths.approvals_dir, config.executor, actor=actor, now=utcnow)
     outcomes = applier.apply_all()
+    now = utcnow()
+    # An apply killed between APPLIED and its marker: the plan is marked here, at the
+    # next run (the timer's, within a minute), so it is still verified.
+    submitted_since = now - timedelta(seconds=config.executor.plan_ttl_seconds) - VERIFY_HORIZON
+    for plan_id in sweep_unmarked(store, now, submitted_since):
+        log.warning("plan.marked_again", plan_id=plan_id, reason="APPLIED without its marker")
     retire(store, config.executor.retention_days)
     return outcomes
 

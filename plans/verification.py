@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import structlog
@@ -64,9 +64,11 @@ RAN = frozenset(
         PlanState.FAILED,
     }
 )
-#: Plans whose steps ran and did not fix it: not accepted again within the window. (A
-#: FAILED plan is not among them: its steps may not all have run.)
-NOT_FIXED = frozenset({PlanState.UNRESOLVED})
+#: Plans whose steps ran and did not fix it: not accepted again within the window. A
+#: FAILED plan counts too when every one of its steps was run (its last one failed):
+#: the very same steps again would fail the same way; one stopped before its end does
+#: not (the steps it did not run were never tried).
+NOT_FIXED = frozenset({PlanState.UNRESOLVED, PlanState.FAILED})
 #: A plan applied longer ago than this is not offered for verification any more (it
 #: stays APPLIED: not verified); what the service does now says nothing about that fix.
 VERIFY_HORIZON = timedelta(hours=1)
@@ -75,6 +77,25 @@ VERIFY_HORIZON = timedelta(hours=1)
 def mark_applied(store: PlanStore, plan_id: str) -> None:
     """Tell opsbot-verify.path that ``plan_id`` waits for verification."""
     write_atomic(store.verify / plan_id, b"")
+
+
+def sweep_unmarked(store: PlanStore, now: datetime, submitted_since: datetime) -> list[str]:
+    """Mark again the APPLIED plans applied within VERIFY_HORIZON whose marker is missing
+    (the apply killed between the transition and the marker): their ids. Only plans
+    submitted since ``submitted_since`` are read (known from their ids)."""
+    cut = submitted_since.astimezone(UTC).strftime("%Y%m%d-%H%M%S")
+    marked = set(_named_in(store.verify))
+    again = []
+    for plan_id in [i for i in store.ids() if i >= cut and i not in marked]:
+        try:
+            status = store.status(plan_id)
+        except PlanError:
+            continue
+        at = _applied_at(status)
+        if status.state is PlanState.APPLIED and at is not None and now - at <= VERIFY_HORIZON:
+            mark_applied(store, plan_id)
+            again.append(plan_id)
+    return again
 
 
 def _unmark(store: PlanStore, plan_id: str) -> None:
@@ -276,10 +297,11 @@ def history_errors(
     plan: Plan, store: PlanStore, policy: ExecutorPolicy, now: datetime
 ) -> list[FieldError]:
     """What opsbot's recent plans forbid ``plan`` to do: a start or restart beyond the
-    restart budget, or the very steps of a plan that ended UNRESOLVED."""
+    restart budget, or the very steps of a plan that ended UNRESOLVED (or FAILED after
+    running every step)."""
     since = now - timedelta(minutes=policy.restart_budget_minutes)
     restarts: dict[str, list[str]] = {}
-    tried: dict[tuple[tuple[str, str], ...], str] = {}
+    tried: dict[tuple[tuple[str, str], ...], tuple[str, PlanState]] = {}
     for plan_id in _recent(store, policy, now):
         try:
             status = store.status(plan_id)
@@ -295,17 +317,29 @@ def history_errors(
             if step.tool in RESTARTS and at is not None and at >= since:
                 restarts.setdefault(step.args.unit, []).append(plan_id)
         ended = status.history[-1].at if status.history else None
-        if status.state in NOT_FIXED and ended is not None and ended >= since:
-            tried[tuple((s.tool, s.args.unit) for s in ran.steps)] = plan_id
+        every_step_ran = len(status.steps) == len(ran.steps) and all(
+            r.started_at is not None and r.outcome != "not-run" for r in status.steps
+        )
+        if (
+            status.state in NOT_FIXED
+            and (status.state is PlanState.UNRESOLVED or every_step_ran)
+            and ended is not None
+            and ended >= since
+        ):
+            tried[tuple((s.tool, s.args.unit) for s in ran.steps)] = (plan_id, status.state)
     errors: list[FieldError] = []
     sequence = tuple((s.tool, s.args.unit) for s in plan.steps)
     if sequence in tried:
         errors.append(
             FieldError(
                 path="steps",
-                message=f"{TRIED_BEFORE}: plan {tried[sequence]} ran these very steps within "
-                f"{policy.restart_budget_minutes} min and its service did not come back "
-                "(UNRESOLVED)",
+                message=f"{TRIED_BEFORE}: plan {tried[sequence][0]} ran these very steps "
+                f"within {policy.restart_budget_minutes} min and "
+                + (
+                    "its service did not come back (UNRESOLVED)"
+                    if tried[sequence][1] is PlanState.UNRESOLVED
+                    else "its last step failed (FAILED)"
+                ),
             )
         )
     for index, step in enumerate(plan.steps):

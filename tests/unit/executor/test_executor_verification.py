@@ -12,6 +12,7 @@ from executor_svc.apply import Applier
 from executor_svc.peer import Peer, Role
 from executor_svc.service import ExecutorService
 from plans import PlanStore
+from plans.verification import sweep_unmarked
 from shared_io.unit_show import UnitProperties
 from shared_schema import (
     Accept,
@@ -272,6 +273,43 @@ def test_the_budget_is_configurable(store: PlanStore, approvals_dir: Path, clock
     assert ExecutorPolicy().restart_budget == 3 and ExecutorPolicy().restart_budget_minutes == 30
 
 
+def test_the_steps_of_a_plan_that_failed_after_running_them_all_are_not_tried_again(
+    store: PlanStore, approvals_dir: Path, clock: Clock, service: ExecutorService
+) -> None:
+    """A restart of app.service whose one step failed (FAILED, every step run): the very
+    same restart is sent back naming that plan and saying it failed; a plan of two steps
+    that failed at its first (the second never ran) does not forbid those two steps."""
+    record = submitted(store, plan_of(step("restart_unit", "app.service")), clock())
+    approved(store, approvals_dir, record, clock())
+    two = submitted(
+        store,
+        plan_of(step("restart_unit", "nginx.service"), step("start_unit", "worker@1.service")),
+        clock(),
+    )
+    approved(store, approvals_dir, two, clock())
+    failing = Systemctl(exit_status={"app.service": 1, "nginx.service": 1})
+    Applier(
+        store,
+        approvals_dir,
+        POLICY,
+        actor="opsbot-executor",
+        now=clock,
+        read_state=unit_in("failed"),
+        run_step=failing,
+    ).apply_all()
+    assert store.status(record.plan_id).state is S.FAILED
+    assert store.status(two.plan_id).state is S.FAILED
+    again = _submit(service, step("restart_unit", "app.service", reason="once more"))
+    assert isinstance(again, Revise)
+    message = again.errors[0].message
+    assert message.startswith(f"tried before: plan {record.plan_id} ran these very steps")
+    assert message.endswith("its last step failed (FAILED)")
+    rest = _submit(
+        service, step("restart_unit", "nginx.service"), step("start_unit", "worker@1.service")
+    )
+    assert isinstance(rest, Accept), rest
+
+
 def test_the_steps_of_an_unresolved_plan_are_not_accepted_again(
     store: PlanStore, approvals_dir: Path, clock: Clock, service: ExecutorService
 ) -> None:
@@ -323,8 +361,8 @@ def test_a_restart_that_exited_with_an_error_still_spends_the_budget(
     assert store.status(record.plan_id).state is S.FAILED
     clock.advance(60)
     again = _submit(service, step("restart_unit", "app.service", reason="once more"))
-    assert isinstance(again, Revise)
-    assert again.errors[0].message.startswith("restart budget spent")
+    assert isinstance(again, Revise)  # (and tried before: the very same restart failed)
+    assert any(e.message.startswith("restart budget spent") for e in again.errors), again
     start = _submit(service, step("start_unit", "app.service"))
     assert isinstance(start, Revise)
     assert start.errors[0].message.startswith("restart budget spent")
@@ -361,3 +399,22 @@ def test_a_marker_no_verification_will_take_is_removed(
     pending = service.handle(PendingVerification(), DIAGNOSE)
     assert isinstance(pending, Pending) and pending.plans == []
     assert not (store.verify / plan_id).exists()
+
+
+def test_a_plan_applied_without_its_marker_is_marked_at_the_next_run(
+    store: PlanStore, approvals_dir: Path, clock: Clock
+) -> None:
+    """The apply killed between APPLIED and the marker: the plan would never be verified.
+    The next run's sweep marks it again (and only it: a plan already marked, or applied
+    longer ago than the horizon, is left as it is)."""
+    plan_id, _ = applied(store, approvals_dir, clock, step("restart_unit", "app.service"))
+    marker = store.verify / plan_id
+    assert marker.exists()
+    marker.unlink()  # as if killed before it was written
+    since = clock() - timedelta(days=1)
+    assert sweep_unmarked(store, clock(), since) == [plan_id]
+    assert marker.exists()
+    assert sweep_unmarked(store, clock(), since) == []
+    marker.unlink()
+    clock.advance(2 * 3600)  # past VERIFY_HORIZON: no verification would take it
+    assert sweep_unmarked(store, clock(), since) == []
