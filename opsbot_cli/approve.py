@@ -26,6 +26,7 @@ an approval the apply refused, 3 still waiting when ``--timeout`` runs out.
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import time
@@ -46,6 +47,7 @@ from opsbot_cli.output import (
     require_root,
     when,
 )
+from opsbot_cli.polkit_rule import ensure_rule
 from plans import (
     Approved,
     LiveStates,
@@ -185,6 +187,15 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
     windows = config.executor.apply_window
     # Before anything is asked: a window further than an approval holds refuses here.
     expires = approval_expiry(windows, utcnow(), ttl, override=args.now)
+    if os.geteuid() == 0:
+        try:  # the apply is held by the rule polkit has: today's config's
+            ensure_rule(config.executor)
+        except OSError as exc:
+            raise ConsoleError(
+                f"the polkit rule does not match the config and could not be written again: "
+                f"{exc.strerror or exc}",
+                hint="run `opsbot polkit-rule --write` and approve again",
+            ) from exc
     window = window_state(windows, utcnow()) if windows and not args.now else None
     store = PlanStore(paths.state_dir)
     accepted = witness.accepted(plan_id)

@@ -15,11 +15,12 @@ import structlog
 
 from opsbot_cli.errors import ConsoleError
 from opsbot_cli.output import command, json_out, out, require_root
-from plans import RULE_PATH, approval_path, render_rule, utcnow, write_rule
-from plans.polkit import RULE_DAYS, remove_grants
+from plans import RULE_PATH, approval_path, privilege_mode, render_rule, utcnow, write_rule
+from plans.polkit import RULE_DAYS, Interval, remove_grants, rule_matches
 from plans.windows import intervals
 from shared_io.config import load_config
 from shared_io.paths import Paths
+from shared_schema import ExecutorPolicy
 
 log = structlog.get_logger("opsbot.polkit")
 
@@ -31,12 +32,35 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace, paths: Paths) -> int:
-    policy = load_config(paths.config).executor
+def rule_for(policy: ExecutorPolicy) -> tuple[str, list[Interval] | None]:
+    """The rule ``policy`` makes now, and the window intervals it carries (None: none)."""
     windows = None
     if policy.apply_window:
         windows = intervals(policy.apply_window, utcnow(), RULE_DAYS)
-    rule = render_rule(policy, windows=windows)
+    return render_rule(policy, windows=windows), windows
+
+
+def ensure_rule(policy: ExecutorPolicy) -> bool:
+    """Root, before an approval: where polkit holds the executor, write the rule again if
+    it is not the one ``policy`` makes (the config was edited since, and the path unit has
+    not caught up yet), so that the apply is held to today's allowlist and windows.
+    Whether it was written."""
+    if privilege_mode() != "polkit":
+        return False
+    try:
+        current = RULE_PATH.read_text()
+    except OSError:
+        return False
+    if rule_matches(current, policy):
+        return False
+    write_rule(rule_for(policy)[0])
+    log.info("polkit.rule_written", reason="the rule did not match the config")
+    return True
+
+
+def run(args: argparse.Namespace, paths: Paths) -> int:
+    policy = load_config(paths.config).executor
+    rule, windows = rule_for(policy)
     spans = None if windows is None else [[a.isoformat(), b.isoformat()] for a, b in windows]
     if not args.write:
         if args.json:

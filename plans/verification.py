@@ -64,11 +64,11 @@ RAN = frozenset(
         PlanState.FAILED,
     }
 )
-#: Plans whose steps ran and did not fix it: not accepted again within the window. A
-#: FAILED plan counts too when every one of its steps was run (its last one failed):
-#: the very same steps again would fail the same way; one stopped before its end does
-#: not (the steps it did not run were never tried).
-NOT_FIXED = frozenset({PlanState.UNRESOLVED, PlanState.FAILED})
+#: Plans whose steps ran cleanly and did not fix it: not accepted again within the
+#: window. A FAILED plan is not among them: a step that failed (a job timeout, a
+#: dependency not up yet) may pass the next time, and a restart that failed still spends
+#: the restart budget, which bounds the retries (docs/security.md, known limits).
+NOT_FIXED = frozenset({PlanState.UNRESOLVED})
 #: A plan applied longer ago than this is not offered for verification any more (it
 #: stays APPLIED: not verified); what the service does now says nothing about that fix.
 VERIFY_HORIZON = timedelta(hours=1)
@@ -297,11 +297,10 @@ def history_errors(
     plan: Plan, store: PlanStore, policy: ExecutorPolicy, now: datetime
 ) -> list[FieldError]:
     """What opsbot's recent plans forbid ``plan`` to do: a start or restart beyond the
-    restart budget, or the very steps of a plan that ended UNRESOLVED (or FAILED after
-    running every step)."""
+    restart budget, or the very steps of a plan that ended UNRESOLVED."""
     since = now - timedelta(minutes=policy.restart_budget_minutes)
     restarts: dict[str, list[str]] = {}
-    tried: dict[tuple[tuple[str, str], ...], tuple[str, PlanState]] = {}
+    tried: dict[tuple[tuple[str, str], ...], str] = {}
     for plan_id in _recent(store, policy, now):
         try:
             status = store.status(plan_id)
@@ -317,29 +316,17 @@ def history_errors(
             if step.tool in RESTARTS and at is not None and at >= since:
                 restarts.setdefault(step.args.unit, []).append(plan_id)
         ended = status.history[-1].at if status.history else None
-        every_step_ran = len(status.steps) == len(ran.steps) and all(
-            r.started_at is not None and r.outcome != "not-run" for r in status.steps
-        )
-        if (
-            status.state in NOT_FIXED
-            and (status.state is PlanState.UNRESOLVED or every_step_ran)
-            and ended is not None
-            and ended >= since
-        ):
-            tried[tuple((s.tool, s.args.unit) for s in ran.steps)] = (plan_id, status.state)
+        if status.state in NOT_FIXED and ended is not None and ended >= since:
+            tried[tuple((s.tool, s.args.unit) for s in ran.steps)] = plan_id
     errors: list[FieldError] = []
     sequence = tuple((s.tool, s.args.unit) for s in plan.steps)
     if sequence in tried:
         errors.append(
             FieldError(
                 path="steps",
-                message=f"{TRIED_BEFORE}: plan {tried[sequence][0]} ran these very steps "
-                f"within {policy.restart_budget_minutes} min and "
-                + (
-                    "its service did not come back (UNRESOLVED)"
-                    if tried[sequence][1] is PlanState.UNRESOLVED
-                    else "its last step failed (FAILED)"
-                ),
+                message=f"{TRIED_BEFORE}: plan {tried[sequence]} ran these very steps within "
+                f"{policy.restart_budget_minutes} min and its service did not come back "
+                "(UNRESOLVED)",
             )
         )
     for index, step in enumerate(plan.steps):

@@ -34,10 +34,11 @@ GROWTH_PER_PLAN_LIMIT_BYTES = 2048
 
 def test_100_clients_50_plans_each_every_plan_accepted_once(tmp_path: Path) -> None:
     """100 concurrent connections, 50 distinct submits each (5000 plans): every submit
-    gets ACCEPT, not a duplicate; the 5000 ids are unique; every plan is on disk, whole
-    and verified; `opsbot plans` (the console's request) still lists all 5000; and once
-    warm (after the first 5 plans of every client: threads and caches made), the
-    daemon's resident memory grows by less than 2 KiB per further plan."""
+        gets ACCEPT, not a duplicate; the 5000 ids are unique; every plan is on disk, whole
+        and verified; `opsbot plans --limit 5000` lists all 5000 (and the default list the 200
+    newest, saying there are 5000); and once
+        warm (after the first 5 plans of every client: threads and caches made), the
+        daemon's resident memory grows by less than 2 KiB per further plan."""
     state = tmp_path / "state"
     with daemon_process(tmp_path, state) as (proc, sock):
         warm = request(Path(sock), ListPlans())
@@ -99,9 +100,12 @@ def test_100_clients_50_plans_each_every_plan_accepted_once(tmp_path: Path) -> N
         assert len(ids) == CLIENTS * PLANS_EACH, "two plans got the same id"
         assert len({sha for _, sha, _ in flat}) == CLIENTS * PLANS_EACH
 
-        listing = request(Path(sock), ListPlans(), timeout=120)
+        listing = request(Path(sock), ListPlans(limit=CLIENTS * PLANS_EACH), timeout=120)
         assert isinstance(listing, PlanList)
         assert {p.plan_id for p in listing.plans} == ids
+        newest = request(Path(sock), ListPlans(), timeout=120)
+        assert isinstance(newest, PlanList) and newest.total == CLIENTS * PLANS_EACH
+        assert [p.plan_id for p in newest.plans] == sorted(ids)[-200:]
         final = memory_kib(proc.pid)
 
     store = PlanStore(state)

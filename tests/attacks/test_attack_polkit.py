@@ -322,10 +322,11 @@ def test_sudo_opsbot_apply_cannot_run_what_the_polkit_rule_does_not_allow(
     ct: BootedSystemd,
 ) -> None:
     """The policy allows restarting demo-db, but the polkit rule in force does not (it was
-    generated from a narrower config). A restart of demo-db, approved by root and applied
-    by root's `opsbot apply`: the step runs as the executor, polkit refuses it, the plan
-    is FAILED, `opsbot apply` exits 6 and demo-db keeps its invocation. Root's shell
-    lends the step none of root's rights."""
+    generated from a narrower config after root approved: approve itself writes the rule
+    again when it does not match the config). A restart of demo-db, applied by root's
+    `opsbot apply`: the step runs as the executor, polkit refuses it, the plan is FAILED,
+    `opsbot apply` exits 6 and demo-db keeps its invocation. Root's shell lends the step
+    none of root's rights."""
     narrow = TEST_CONFIG.replace(
         'restart_unit = ["demo-web.service", "demo-db.service"]',
         'restart_unit = ["demo-web.service"]',
@@ -335,9 +336,9 @@ def test_sudo_opsbot_apply_cannot_run_what_the_polkit_rule_does_not_allow(
     before = invocation(ct, DB)
     plan_id = ""
     try:
+        plan_id = approved(ct, DB, "beyond the rule")
         ct.run([OPSBOT, "polkit-rule", "--write"], env={"OPSBOT_CONFIG": NARROW_CONFIG})
         ct.wait_for(lambda: not executor_may(ct, "restart", DB), what="polkit read the rule")
-        plan_id = approved(ct, DB, "beyond the rule")
         applied = cli(ct, "apply", check=False)
         assert applied.returncode == 6, applied
         assert f"{plan_id}  step 1 failed: systemctl restart" in applied.stdout
@@ -422,4 +423,32 @@ def test_the_windows_bind_the_executor_user_in_polkit(ct: BootedSystemd) -> None
             ct.wait_for(lambda: not executor_may(ct, "restart", WEB), timeout=20, what="grant gone")
             assert restart_as_executor(ct, WEB).returncode != 0
     finally:
+        cli(ct, "polkit-rule", "--write")
+
+
+def test_a_config_edit_reaches_polkit_before_the_next_approval(ct: BootedSystemd) -> None:
+    """The allowlist and the windows live in the rule too: an edit of opsbot.toml that
+    allows nothing for demo-web takes effect in polkit by itself (opsbot-polkit-rule.path),
+    and so does the edit back; root's approve also writes a stale rule again before it
+    approves, so an apply is never held to yesterday's config."""
+    narrowed = TEST_CONFIG.replace(
+        'restart_unit = ["demo-web.service", "demo-db.service"]',
+        'restart_unit = ["demo-db.service"]',
+    )
+    assert narrowed != TEST_CONFIG
+    try:
+        with edited_file(ct, CONFIG, narrowed):
+            ct.wait_for(
+                lambda: not executor_may(ct, "restart", WEB), timeout=30, what="rule follows"
+            )
+        ct.wait_for(lambda: executor_may(ct, "restart", WEB), timeout=30, what="and back")
+        # A stale rule (written from another config) is repaired by root's approve.
+        ct.write_file(NARROW_CONFIG, narrowed)
+        ct.run([OPSBOT, "polkit-rule", "--write"], env={"OPSBOT_CONFIG": NARROW_CONFIG})
+        ct.wait_for(lambda: not executor_may(ct, "restart", WEB), what="stale rule in force")
+        plan_id = approved(ct, WEB, "approve repairs the rule")
+        ct.wait_for(lambda: executor_may(ct, "restart", WEB), what="approve wrote it again")
+        reject_quietly(ct, plan_id)
+    finally:
+        ct.run(["rm", "-f", NARROW_CONFIG])
         cli(ct, "polkit-rule", "--write")

@@ -268,6 +268,7 @@ def test_units_verify_and_executor_exposure_is_at_most_2(opsbot: BootedSystemd) 
             "opsbot-archive.path",
             "opsbot-polkit-rule.service",
             "opsbot-polkit-rule.timer",
+            "opsbot-polkit-rule.path",
             "opsbot-approver.socket",
             "opsbot-approver.service",
             "opsbot-web.socket",
