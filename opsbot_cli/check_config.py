@@ -215,22 +215,18 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         sealing = info["audit_sealing"]
         out(f"audit trail: chained (`opsbot audit --verify`); journal sealing: {sealing}")
         if sealing != "sealed":
-            out(
-                "  note: against root on this host the trail proves nothing unless the journal "
-                "is sealed (journalctl --setup-keys, the verification key kept off the host) "
-                "or shipped to a collector (opsbot audit --verify --against DIR)"
-            )
+            out("  note: against root on this host the trail proves nothing unless the journal")
+            out("  is sealed (journalctl --setup-keys, the verification key kept off the host)")
+            out("  or shipped to a collector (opsbot audit --verify --against DIR)")
         if mode == "polkit" and not rule_current:
             out(f"  warning: {RULE_PATH} does not match the policy; run {WRITE_RULE}")
         elif mode == "polkit" and windows and stale_windows(horizon):
-            out(
-                f"  warning: the rule carries apply windows only until {at_text(horizon)} "
-                "(after that the executor may act on nothing): is opsbot-polkit-rule.timer "
-                f"enabled? run {WRITE_RULE}"
-                if horizon is not None
-                else f"  warning: the rule carries no apply window of the next 14 days; "
-                f"the executor may act on nothing until one is written: run {WRITE_RULE}"
-            )
+            if horizon is not None:
+                out(f"  warning: the rule carries apply windows only until {at_text(horizon)};")
+            else:
+                out("  warning: the rule carries no apply window of the next 14 days;")
+            out("  after that the executor may act on nothing: is opsbot-polkit-rule.timer")
+            out(f"  enabled? run {WRITE_RULE}")
         if mode == "polkit-rule-missing":
             out(f"  warning: polkit is installed but no opsbot rule: run {WRITE_RULE}")
         if mode == "none":

@@ -341,7 +341,10 @@ def node_config(graph: Graph, node: Node, **changes: object) -> str:
 
 
 def prepare(ct: BootedSystemd) -> None:
-    """Once per container: the node script and the user every node runs as."""
+    """Once per container: the node script and the user every node runs as; and
+    opsbot-polkit-rule.path stopped, since each case writes its rule itself right after
+    its config (graph_run.configure): the path unit would write it again for every one."""
+    ct.systemctl("stop", "opsbot-polkit-rule.path", check=False)
     source = Path(__file__).resolve().parent / "services" / "node.py"
     ct.write_file(NODE_SCRIPT, source.read_text(), 0o755)
     if ct.run(["id", USER], check=False).returncode != 0:

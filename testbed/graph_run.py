@@ -73,7 +73,10 @@ class CaseRecord:
 
 def configure(ct: BootedSystemd, graph: graphs.Graph) -> None:
     """opsbot's config for this graph, as an operator changes it: the file and the
-    polkit rule. The running daemons take the new file at their next answer."""
+    polkit rule (written here, at once, so that a carried plan meets it: the gate's host
+    has opsbot-polkit-rule.path stopped, :func:`graphs.prepare`, which would only write
+    the same rule a second time for each of its hundreds of configs). The running daemons
+    take the new file at their next answer."""
     ct.write_file("/etc/opsbot/opsbot.toml", graph.opsbot_config())
     opsbot(ct, "polkit-rule", "--write")
 
