@@ -177,25 +177,32 @@ def _span(
 ) -> tuple[datetime, datetime] | None:
     """The window open at ``at`` or, if none is, the next one opening within 7 days:
     ``(start, end)`` of it, overlapping and touching windows joined; None if none."""
-    limit = at + HORIZON
-    intervals: list[tuple[datetime, datetime]] = []
+    joined = _joined(windows, at, HORIZON, analyze)
+    return joined[0] if joined else None
+
+
+def _joined(
+    windows: Sequence[ApplyWindow], at: datetime, horizon: timedelta, analyze: Analyzer
+) -> list[tuple[datetime, datetime]]:
+    """Every window open at ``at`` or opening within ``horizon``, as UTC ``(start, end)``,
+    sorted, overlapping and touching ones joined."""
+    limit = at + horizon
+    found: list[tuple[datetime, datetime]] = []
     for window in windows:
         length = timedelta(seconds=window.seconds)
         # Every start after at - length ends after at: each is open at `at` or later.
         starts, cut = _starts(window, at - length, limit, analyze)
-        intervals.extend((start, start + length) for start in starts)
+        found.extend((start, start + length) for start in starts)
         if cut:
             # Unknown after its last start seen: nothing later counts.
             limit = min(limit, starts[-1])
-    intervals = sorted(i for i in intervals if i[0] <= limit)
-    if not intervals:
-        return None
-    start, end = intervals[0]
-    for next_start, next_end in intervals[1:]:
-        if next_start > end:
-            break
-        end = max(end, next_end)
-    return start, end
+    joined: list[tuple[datetime, datetime]] = []
+    for start, end in sorted(i for i in found if i[0] <= limit):
+        if joined and start <= joined[-1][1]:
+            joined[-1] = (joined[-1][0], max(joined[-1][1], end))
+        else:
+            joined.append((start, end))
+    return joined
 
 
 def intervals(
@@ -205,24 +212,9 @@ def intervals(
     *,
     analyze: Analyzer = systemd_analyze,
 ) -> list[tuple[datetime, datetime]]:
-    """Every window open at ``now`` or opening within ``days`` days, as UTC
-    ``(start, end)``, sorted, overlapping and touching ones joined (the polkit rule's
+    """Every window open at ``now`` or opening within ``days`` days (the polkit rule's
     copy of the windows: plans/polkit.py)."""
-    limit = now + timedelta(days=days)
-    found: list[tuple[datetime, datetime]] = []
-    for window in windows:
-        length = timedelta(seconds=window.seconds)
-        starts, cut = _starts(window, now - length, limit, analyze)
-        found.extend((start, start + length) for start in starts)
-        if cut:
-            limit = min(limit, starts[-1])
-    joined: list[tuple[datetime, datetime]] = []
-    for start, end in sorted(i for i in found if i[0] <= limit):
-        if joined and start <= joined[-1][1]:
-            joined[-1] = (joined[-1][0], max(joined[-1][1], end))
-        else:
-            joined.append((start, end))
-    return joined
+    return _joined(windows, now, timedelta(days=days), analyze)
 
 
 def window_state(
