@@ -18,7 +18,7 @@ from opsbot_cli.output import command, json_out, out, require_root
 from plans import RULE_PATH, approval_path, privilege_mode, render_rule, utcnow, write_rule
 from plans.polkit import RULE_DAYS, Interval, remove_grants, rule_matches
 from plans.windows import intervals
-from shared_io.config import load_config
+from shared_io.config import load_config, load_with_digest
 from shared_io.paths import Paths
 from shared_schema import ExecutorPolicy
 
@@ -58,25 +58,57 @@ def ensure_rule(policy: ExecutorPolicy) -> bool:
     return True
 
 
+#: Rounds of "the config changed while the rule was being written" before giving up.
+MAX_ROUNDS = 5
+
+
+def write_following(paths: Paths) -> tuple[str, list[Interval] | None]:
+    """Write the rule the config makes, and again while the config changes under it.
+
+    opsbot-polkit-rule.path starts this at each save; a save that lands while this is
+    running starts nothing (the start is merged into the running one), so the run itself
+    reads the config again after writing and writes again until the two readings agree.
+    """
+    policy, digest = _policy(paths)
+    for _ in range(MAX_ROUNDS):
+        rule, windows = rule_for(policy)
+        write_rule(rule)
+        policy, now = _policy(paths)
+        if now == digest:
+            return rule, windows
+        log.info("polkit.config_changed", reason="the config was saved while the rule was written")
+        digest = now
+    raise ConsoleError(
+        f"{paths.config} changed {MAX_ROUNDS} times while the rule was written",
+        hint="save the config once more, or run `opsbot polkit-rule --write` when it is quiet",
+    )
+
+
+def _policy(paths: Paths) -> tuple[ExecutorPolicy, str]:
+    config, digest = load_with_digest(paths.config)
+    return config.executor, digest
+
+
 def run(args: argparse.Namespace, paths: Paths) -> int:
-    policy = load_config(paths.config).executor
-    rule, windows = rule_for(policy)
-    spans = None if windows is None else [[a.isoformat(), b.isoformat()] for a, b in windows]
     if not args.write:
+        rule, windows = rule_for(load_config(paths.config).executor)
         if args.json:
-            json_out({"path": str(RULE_PATH), "rule": rule, "windows": spans, "written": False})
+            json_out(
+                {"path": str(RULE_PATH), "rule": rule, "windows": _spans(windows), "written": False}
+            )
         else:
             sys.stdout.write(rule)
         return 0
     require_root("polkit-rule --write")
     try:
-        write_rule(rule)
+        rule, windows = write_following(paths)
         ended = remove_grants(lambda plan_id: approval_path(paths.approvals_dir, plan_id).exists())
     except OSError as exc:
         raise ConsoleError(
             f"cannot write {RULE_PATH}: {exc.strerror or exc}",
             hint=f"is {RULE_PATH.parent} a directory on a writable file system?",
         ) from exc
+    spans = _spans(windows)
     for plan_id in ended:
         log.info("grant.removed", plan_id=plan_id, reason="its approval is used or gone")
     if args.json:
@@ -98,3 +130,7 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
                 "opsbot-polkit-rule.timer writes them again daily"
             )
     return 0
+
+
+def _spans(windows: list[Interval] | None) -> list[list[str]] | None:
+    return None if windows is None else [[a.isoformat(), b.isoformat()] for a, b in windows]

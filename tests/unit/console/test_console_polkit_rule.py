@@ -1,0 +1,62 @@
+"""``opsbot polkit-rule --write`` as opsbot-polkit-rule.path runs it: a save of the config
+that lands while the rule is being written starts no second run (systemd merges the
+start into the running one), so the run itself must end with the rule of the config as
+it is on disk, not as it was when the run began."""
+
+from pathlib import Path
+
+import pytest
+
+import opsbot_cli.polkit_rule as polkit_rule
+from opsbot_cli.errors import ConsoleError
+from shared_io.paths import Paths
+
+WIDE = '[executor.allow]\nrestart_unit = ["web.service", "db.service"]\n'
+NARROW = '[executor.allow]\nrestart_unit = ["db.service"]\n'
+
+
+def _paths(tmp_path: Path, text: str) -> Paths:
+    config = tmp_path / "opsbot.toml"
+    config.write_text(text)
+    config.chmod(0o644)
+    tmp_path.chmod(0o755)
+    return Paths.from_env({"OPSBOT_CONFIG": str(config), "OPSBOT_APPROVALS_DIR": str(tmp_path)})
+
+
+def test_a_save_during_the_write_ends_in_the_rule_of_the_saved_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The operator narrows the allowlist while the run started by her previous save is
+    writing the rule: the rule left in place allows only what the narrowed config does."""
+    paths = _paths(tmp_path, WIDE)
+    written: list[str] = []
+
+    def write_rule(rule: str) -> None:
+        if not written:
+            paths.config.write_text(NARROW)  # the save lands mid-run
+        written.append(rule)
+
+    monkeypatch.setattr(polkit_rule, "write_rule", write_rule)
+    rule, _ = polkit_rule.write_following(paths)
+    assert len(written) == 2
+    assert '"web.service"' in written[0]
+    assert '"web.service"' not in written[-1] and '"db.service"' in written[-1]
+    assert rule == written[-1]
+
+
+def test_a_config_that_never_settles_is_an_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A config rewritten on every read is not chased for ever: the run fails, names the
+    file, and says what to do, so the path unit's service shows failed in systemctl."""
+    paths = _paths(tmp_path, WIDE)
+    saves = iter(range(100))
+
+    def write_rule(rule: str) -> None:
+        paths.config.write_text(WIDE + f"# save {next(saves)}\n")
+
+    monkeypatch.setattr(polkit_rule, "write_rule", write_rule)
+    with pytest.raises(ConsoleError) as caught:
+        polkit_rule.write_following(paths)
+    assert str(paths.config) in caught.value.message
+    assert "polkit-rule --write" in (caught.value.hint or "")
