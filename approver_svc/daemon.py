@@ -3,13 +3,14 @@
 Started by opsbot-approver.socket (/run/opsbot/approver.sock, group opsbot-relay, 0660),
 or with ``--socket PATH`` by hand. Who may ask what is the peer's uid (SO_PEERCRED),
 decided before a byte is read: ``announce`` only from the uid of user opsbot-notify,
-``view`` and ``decide`` only from the uid of user opsbot-web; anyone else, root included
-(root has ``opsbot approve``), is refused. One request per connection, one JSON line of
-at most MAX_APPROVER_MESSAGE_BYTES that must be complete within ``MESSAGE_TIMEOUT``
-seconds; one reply line. Requests are served one at a time (they read and write one
-state file), so a flood of them waits in line instead of racing; a slow client holds only
-its own connection, and at most ``connections_per_uid`` of them. It exits after
-``--idle-timeout`` seconds without a connection; the socket starts it again.
+``view`` and ``decide`` only from the uid of user opsbot-web, ``config`` (which config
+file is in force, for ``opsbot check-config``) only from root; anything else, from anyone,
+root included (root has ``opsbot approve``), is refused. One request per connection, one
+JSON line of at most MAX_APPROVER_MESSAGE_BYTES that must be complete within
+``MESSAGE_TIMEOUT`` seconds; one reply line. Requests are served one at a time (they read
+and write one state file), so a flood of them waits in line instead of racing; a slow
+client holds only its own connection, and at most ``connections_per_uid`` of them. It
+exits after ``--idle-timeout`` seconds without a connection; the socket starts it again.
 """
 
 from __future__ import annotations
@@ -35,16 +36,19 @@ from shared_io import log as logsetup
 from shared_io.activation import listening_socket
 from shared_io.admission import Refusal as Busy
 from shared_io.admission import peer_uid
-from shared_io.config import load_config
 from shared_io.errors import OpsbotError
 from shared_io.framing import Clock, LineReader, MessageTooLarge, send_line
+from shared_io.live_config import LiveConfig, reload_on_hup
 from shared_io.paths import Paths
 from shared_io.server import ThreadedServer
 from shared_schema._model import Model
 from shared_schema.approver_socket import (
     MAX_APPROVER_MESSAGE_BYTES,
     Announce,
+    ConfigQuery,
+    ConfigShown,
     Decide,
+    Follow,
     RefusalKind,
     Refused,
     View,
@@ -90,8 +94,11 @@ class Server(ThreadedServer):
         web_user: str = WEB_USER,
         notify: bool = True,
         clock: Clock = time.monotonic,
+        live: LiveConfig | None = None,
     ) -> None:
         self.service = service
+        #: The config file as it stands: read again before each request when it changed.
+        self.live = live
         self.notify_user, self.web_user = notify_user, web_user
         self.notify_uid = uid_of(notify_user)
         self.web_uid = uid_of(web_user)
@@ -101,11 +108,14 @@ class Server(ThreadedServer):
         return refused("request", "approver busy: too many connections; try again")
 
     def allowed(self, uid: int) -> tuple[type[Model], ...]:
-        """The requests ``uid`` may send (none for anyone but the two relays)."""
+        """The requests ``uid`` may send (none for anyone but the two relays, and root's
+        check-config, which may ask only which config is in force)."""
         if self.notify_uid is not None and uid == self.notify_uid:
             return (Announce,)
         if self.web_uid is not None and uid == self.web_uid:
-            return (View, Decide)
+            return (View, Decide, Follow)
+        if uid == 0:
+            return (ConfigQuery,)
         return ()
 
     def handle(self, conn: socket.socket) -> None:
@@ -158,11 +168,19 @@ class Server(ThreadedServer):
             return refused("request", f"uid {uid} may not {request.op}")
         bind = structlog.contextvars.bound_contextvars
         with self.service.lock, bind(op=request.op, peer_uid=uid):
+            if self.live is not None:  # one whole config for the whole request
+                self.service.config = self.live.current()
+            if isinstance(request, View | Decide) and request.config_digest:
+                self.service.web_config = (request.config_digest, self.service.now())
             try:
+                if isinstance(request, ConfigQuery):
+                    return encode(self.config_shown())
                 if isinstance(request, Announce):
                     return encode(self.service.announce(request))
                 if isinstance(request, View):
                     return encode(self.service.view(request))
+                if isinstance(request, Follow):
+                    return encode(self.service.follow(request))
                 return encode(self.service.decide(request))
             except Refusal as exc:
                 source = getattr(request, "source", None)
@@ -175,6 +193,13 @@ class Server(ThreadedServer):
             except Exception:
                 log.exception("request.crashed")
                 return refused("internal", "the approver failed; its journal says why")
+
+    def config_shown(self) -> ConfigShown:
+        if self.live is None:
+            raise Refusal("request", "this approver was started without a config file")
+        state = self.live.state()
+        web, seen = self.service.web_config or (None, None)
+        return ConfigShown(**state.model_dump(), web_digest=web, web_seen_at=seen)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     logsetup.configure("opsbot-approver", verbose=args.verbose)
     paths = Paths.from_env()
     try:
-        config = load_config(paths.config)
+        live = LiveConfig(paths.config)
         listener = listening_socket(args.socket, "opsbot-approver")
     except OpsbotError as exc:
         # A bad config refuses every click: exiting is right here (nothing waits on us
@@ -212,14 +237,15 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_status
 
     service = ApproverService(
-        config=config,
+        config=live.config,
         store=PlanStore(paths.state_dir),
         approvals_dir=paths.approvals_dir,
         state=StateFile(args.state_dir),
         credentials=credentials_dir(),
         start_apply=lambda busy: start_apply(paths, busy),
     )
-    server = Server(listener, service, idle_timeout=args.idle_timeout)
+    server = Server(listener, service, idle_timeout=args.idle_timeout, live=live)
+    reload_on_hup(live)
 
     def stop(signum: int, frame: FrameType | None) -> None:
         server.stopping.set()

@@ -1,5 +1,5 @@
 """What the approver does for each request (the daemon has already decided that the
-peer's uid may ask it): ``announce``, ``view`` and ``decide``.
+peer's uid may ask it): ``announce``, ``view``, ``decide`` and ``follow``.
 
 Every request that names a token looks it up first, before reading anything else: an
 unknown, used or expired token costs one hash and a dictionary lookup. ``decide`` then
@@ -10,7 +10,8 @@ executor's own ``plan.accepted`` journal entry must name it, and the plan must s
 wait (PROPOSED, not expired: a click never rewrites root's approval); only then is the
 token used up (and its sibling with it) and the approval written by plans.approve,
 the same function ``opsbot approve`` calls, bound to that full sha256. A reject goes
-through plans.reject, as ``opsbot reject`` does.
+through plans.reject, as ``opsbot reject`` does. ``follow`` only reads: the state of the
+plan a used token decided, for as long as the token is remembered.
 """
 
 from __future__ import annotations
@@ -28,7 +29,15 @@ import plans
 from approver_svc import tokens, totp
 from approver_svc.errors import Refusal
 from approver_svc.state import ApproverState, StateFile
-from approver_svc.view import ReadState, live_state, plan_expiry, plan_view, when_approved
+from approver_svc.view import (
+    ReadState,
+    followed,
+    live_state,
+    plan_brief,
+    plan_expiry,
+    plan_view,
+    when_approved,
+)
 from plans import (
     Accepted,
     Analyzer,
@@ -53,6 +62,8 @@ from shared_schema.approver_socket import (
     Announced,
     Decide,
     Decided,
+    Follow,
+    Followed,
     Link,
     Notice,
     PlanView,
@@ -93,6 +104,8 @@ class ApproverService:
     #: systemd-analyze calendar, for the apply windows (plans.windows).
     analyze: Analyzer = systemd_analyze
     host: str = field(default_factory=socket.gethostname)
+    #: The config digest the page sent with its last relay, and when (check-config).
+    web_config: tuple[str, datetime] | None = None
     #: Held for each request: one at a time, as each reads and writes the one state file.
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -246,6 +259,18 @@ class ApproverService:
             )
         return record
 
+    def follow(self, request: Follow) -> Followed:
+        """Where the plan a used token decided is now; changes nothing."""
+        token, at = tokens.decided(self.state.load(), request.token)
+        record = self._record(token.plan_id, token.sha256)
+        try:
+            plan = self.store.verified_plan(record)
+            status = self.store.status(record.plan_id, record)
+        except OpsbotError as exc:
+            raise Refusal("plan", exc.message) from exc
+        brief = plan_brief(record, plan, self.host)
+        return followed(brief, status, token.decision, token.approver, at)
+
     # -- decide -----------------------------------------------------------------------
 
     def decide(self, request: Decide) -> Decided:
@@ -326,6 +351,7 @@ class ApproverService:
             approver=name,
             approval_expires_at=approved.approval.expires_at,
             applies=applies[:2000],
+            plan=plan_brief(reviewed.record, reviewed.plan, self.host),
         )
 
     def _still_waits(self, reviewed: Reviewed, now: datetime) -> None:

@@ -99,6 +99,22 @@ def lookup(state: ApproverState, token: str, now: datetime) -> tuple[str, TokenR
     return key, record
 
 
+def decided(state: ApproverState, token: str) -> tuple[TokenRecord, datetime]:
+    """The record of a token that decided its plan (used, not merely killed by its
+    sibling or by wrong codes), and when, for ``follow``; else Refusal("token"). Kept
+    until the link would have expired, like every token."""
+    record = state.tokens.get(digest(token))
+    if record is None:
+        raise Refusal("token", UNKNOWN, hint=HINT)
+    if record.used_at is None or record.ended_by != "used":
+        raise Refusal(
+            "token",
+            "this link decided nothing"
+            + (f" ({record.ended_by})" if record.ended_by else ": it is still unused"),
+        )
+    return record, record.used_at
+
+
 def use_up(state: ApproverState, key: str, now: datetime) -> None:
     """Token ``key`` decided: it and its sibling (the other decision, same plan and
     approver) never work again."""

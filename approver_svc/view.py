@@ -1,6 +1,7 @@
 """A stored plan as the approval page and the notification show it (PlanView): each
 step's argv exactly as it runs, its precondition in words beside the unit's live state,
-what diagnosis saw, the full sha256, and the times that matter to the approver."""
+what diagnosis saw, the full sha256, and the times that matter to the approver. After a
+decision, what it was about (PlanBrief) and where the plan is now (Followed)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from plans import (
 from shared_io.errors import UnitStateError
 from shared_io.unit_show import read_unit_state
 from shared_schema import ExecutorPolicy, Plan
-from shared_schema.approver_socket import PlanView, StepView
+from shared_schema.approver_socket import Decision, Followed, PlanBrief, PlanView, StepView
 
 #: A unit's live state in words, or why it could not be read (never an error).
 ReadState = Callable[[str], str]
@@ -114,6 +115,39 @@ def plan_view(
         approval_expires_at=approval_expires_at,
         runs=runs,
         attempt=attempt_words(plan, earlier, number)[:LINE],
+    )
+
+
+def plan_brief(record: PlanRecord, plan: Plan, host: str) -> PlanBrief:
+    """What a decision on ``plan`` (verified from ``record``) was about."""
+    return PlanBrief(
+        plan_id=record.plan_id,
+        sha256=record.sha256,
+        host=host,
+        goal=plan.goal[:LINE],
+        units=list(plan.units()),
+        argv=step_argv(plan),
+    )
+
+
+def followed(
+    brief: PlanBrief, status: StatusRecord, decision: Decision, approver: str, at: datetime
+) -> Followed:
+    """Where the plan that ``approver`` decided (``decision``, at ``at``) is now, by its
+    ``status``."""
+    last = status.history[-1] if status.history else None
+    seen = status.verification.evidence if status.verification else []
+    window = status.waits_for_window
+    return Followed(
+        plan=brief,
+        decision=decision,
+        approver=approver,
+        decided_at=at,
+        state=status.state,
+        since=last.at if last else None,
+        reason=(last.reason if last else "")[:LINE],
+        verification=[line[:LINE] for line in seen[:EVIDENCE_LINES]],
+        window_opens_at=window.opens_at if window else None,
     )
 
 

@@ -35,7 +35,7 @@ from shared_io import log
 from shared_io.activation import activated_socket, bind
 from shared_io.config import load_config
 from shared_io.errors import OpsbotError
-from shared_io.live_config import LiveConfig
+from shared_io.live_config import LiveConfig, reload_on_hup
 from shared_schema import DiagnoseSettings, OpsbotConfig
 from shared_schema.executor_socket import Pending
 from shared_schema.text import printable
@@ -248,6 +248,10 @@ def _baseline(args: argparse.Namespace) -> int:
     return EX_OK
 
 
+#: What the service reads only at start (its connection limits and quotas).
+START_ONLY = ("diagnose.runs_per_uid", "diagnose.runs_per_minute_per_uid")
+
+
 def _serve(args: argparse.Namespace) -> int:
     from diagnose_svc.config_broken import ConfigBroken
     from diagnose_svc.server import DiagnoseServer
@@ -285,8 +289,13 @@ def _serve(args: argparse.Namespace) -> int:
     else:
         # The server's own limits (connections, quotas) are the ones read at start.
         server = DiagnoseServer(
-            listener, diagnose, args.idle_timeout, settings=live.config.diagnose
+            listener,
+            diagnose,
+            args.idle_timeout,
+            settings=live.config.diagnose,
+            config_state=lambda: live.state(START_ONLY),
         )
+        reload_on_hup(live)
     signal.signal(signal.SIGTERM, lambda signum, frame: server.stopping.set())
     try:
         server.serve()

@@ -39,7 +39,15 @@ from shared_schema import (
     encode_message,
 )
 from shared_schema._model import Model
-from shared_schema.diagnose_socket import DiagnoseRequest, ErrorMessage, Event, VerdictMessage
+from shared_schema.config_state import ConfigState
+from shared_schema.diagnose_socket import (
+    ConfigMessage,
+    ConfigQuery,
+    DiagnoseRequest,
+    ErrorMessage,
+    Event,
+    VerdictMessage,
+)
 from shared_schema.errors import field_errors
 from shared_schema.messages import check_version
 from shared_schema.verdict import NoteVerdict, PlanVerdict
@@ -66,7 +74,9 @@ def _user_name(uid: int) -> str:
         return f"uid {uid}"
 
 
-def read_request(conn: socket.socket, clock: Clock = time.monotonic) -> DiagnoseRequest:
+def read_request(
+    conn: socket.socket, clock: Clock = time.monotonic
+) -> DiagnoseRequest | ConfigQuery:
     """The one request of a connection, complete within ``REQUEST_TIMEOUT`` of now;
     WireError saying what is wrong with it."""
     reader = LineReader(conn, MAX_MESSAGE_BYTES, clock=clock)
@@ -81,6 +91,8 @@ def read_request(conn: socket.socket, clock: Clock = time.monotonic) -> Diagnose
     try:
         obj = decode_json_object(line)
         check_version(obj, 1, "this diagnosis service")
+        if obj.get("op") == "config":
+            return ConfigQuery.model_validate(obj)
         return DiagnoseRequest.model_validate(obj)
     except ValidationError as exc:
         errors = "; ".join(str(e) for e in field_errors(exc))
@@ -102,9 +114,11 @@ class DiagnoseServer(ThreadedServer):
         *,
         settings: DiagnoseSettings | None = None,
         clock: Clock = time.monotonic,
+        config_state: Callable[[], ConfigState] | None = None,
     ) -> None:
         super().__init__(listener, idle_timeout=idle_timeout, notify=notify, clock=clock)
         self.diagnose = diagnose
+        self.config_state = config_state
         limits = settings or DiagnoseSettings()
         self.quota = RunQuota(
             max_runs=MAX_RUNS,
@@ -142,6 +156,9 @@ class DiagnoseServer(ThreadedServer):
             except WireError as exc:
                 self._send(conn, ErrorMessage(message=exc.message))
                 return
+            if isinstance(request, ConfigQuery):
+                self._config(conn)
+                return
             refusal = self.quota.start(uid, _user_name(uid))
             if refusal is not None:
                 log.warning(
@@ -168,6 +185,12 @@ class DiagnoseServer(ThreadedServer):
                 self._send(conn, ErrorMessage(message=f"diagnosis failed: {exc}"))
             except OSError:
                 pass
+
+    def _config(self, conn: socket.socket) -> None:
+        if self.config_state is None:
+            self._send(conn, ErrorMessage(message="this service does not know its config file"))
+        else:
+            self._send(conn, ConfigMessage(**self.config_state().model_dump()))
 
     def _run(self, conn: socket.socket, uid: int, request: DiagnoseRequest) -> None:
         client_gone = False

@@ -37,7 +37,7 @@ from shared_io.admission import Refusal
 from shared_io.config import load_config
 from shared_io.errors import ConfigError, OpsbotError
 from shared_io.framing import Clock, Deadlines, LineReader, MessageTooLarge, send_line
-from shared_io.live_config import LiveConfig
+from shared_io.live_config import LiveConfig, reload_on_hup
 from shared_io.paths import Paths
 from shared_io.server import ThreadedServer
 from shared_schema import (
@@ -245,6 +245,15 @@ class ConfigBroken(ThreadedServer):
             deadline = self.clock() + MESSAGE_TIMEOUT
 
 
+#: What the executor reads only at start (who is who, its connection cap): a restart
+#: takes an edit of them.
+START_ONLY = (
+    "executor.diagnose_user",
+    "executor.operators_group",
+    "executor.connections_per_uid",
+)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="opsbot-executor",
@@ -281,10 +290,15 @@ def main(argv: list[str] | None = None) -> int:
     # who (the diagnose user, the operators' group) as it was read at start.
     policy = live.config.executor
     service = ExecutorService(
-        store, policy, utcnow, paths.approvals_dir, policies=lambda: live.current().executor
+        store,
+        policy,
+        utcnow,
+        paths.approvals_dir,
+        policies=lambda: live.current().executor,
+        config_state=lambda: live.state(START_ONLY),
     )
     roles = Roles(policy.diagnose_user, policy.operators_group)
-    return _serve(Server(listener, service, roles, args.idle_timeout))
+    return _serve(Server(listener, service, roles, args.idle_timeout), live)
 
 
 def _serve_config_broken(
@@ -301,12 +315,14 @@ def _serve_config_broken(
     return _serve(ConfigBroken(listener, error, config, idle_timeout))
 
 
-def _serve(server: ThreadedServer) -> int:
+def _serve(server: ThreadedServer, live: LiveConfig | None = None) -> int:
     def stop(signum: int, frame: FrameType | None) -> None:
         server.stopping.set()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    if live is not None:
+        reload_on_hup(live)
     try:
         server.serve()
     finally:

@@ -19,9 +19,9 @@ class Role(Enum):
 
 
 ALLOWED_OPS: dict[Role, frozenset[str]] = {
-    Role.ROOT: frozenset({"submit", "list", "show", "pending", "verify"}),
+    Role.ROOT: frozenset({"submit", "list", "show", "pending", "verify", "config"}),
     Role.DIAGNOSE: frozenset({"submit", "pending", "verify"}),
-    Role.OPERATOR: frozenset({"list", "show"}),
+    Role.OPERATOR: frozenset({"list", "show", "config"}),
     Role.NOBODY: frozenset(),
 }
 

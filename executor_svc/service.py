@@ -54,6 +54,8 @@ from shared_schema import (
     SubmitPlan,
     parse_plan,
 )
+from shared_schema.config_state import ConfigState
+from shared_schema.executor_socket import ConfigReply, ShowConfig
 
 log = structlog.get_logger("opsbot.executor")
 
@@ -107,6 +109,7 @@ class ExecutorService:
         approvals_dir: Path,
         policies: Callable[[], ExecutorPolicy] | None = None,
         read_units: UnitReader | None = None,
+        config_state: Callable[[], ConfigState] | None = None,
     ) -> None:
         """``policies``, where given, is asked for the policy as it stands before each
         request (the config file read again when it changed); ``policy`` otherwise."""
@@ -117,6 +120,8 @@ class ExecutorService:
         self.approvals_dir = approvals_dir
         #: How a VERIFIED report's units are read (systemctl show; tests give theirs).
         self.read_units = read_units or read_plan_units
+        #: What check-config is told of the configuration in force (None: not known).
+        self.config_state = config_state
         #: Submits refused since start because too many plans waited (logged with each).
         self.refused_waiting = 0
 
@@ -142,6 +147,10 @@ class ExecutorService:
             )
         if isinstance(request, ReportVerification):
             return self.report(request, peer, policy)
+        if isinstance(request, ShowConfig):
+            if self.config_state is None:
+                return Reject(reason="this executor does not know its configuration's file")
+            return ConfigReply(**self.config_state().model_dump())
         return self.show(request.plan_id)
 
     def report(

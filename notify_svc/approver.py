@@ -8,8 +8,6 @@ of a lost reply are gone; the plan can still be approved on the host).
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -27,14 +25,7 @@ from shared_schema.approver_socket import (
 )
 from shared_schema.messages import encode_message
 
-DEFAULT_SOCKET = "/run/opsbot/approver.sock"
-SOCKET_ENV = "OPSBOT_APPROVER_SOCKET"
 TIMEOUT_SECONDS = 30.0
-
-
-def approver_socket(env: Mapping[str, str] | None = None) -> Path:
-    """$OPSBOT_APPROVER_SOCKET, else /run/opsbot/approver.sock."""
-    return Path((os.environ if env is None else env).get(SOCKET_ENV) or DEFAULT_SOCKET)
 
 
 def announce(path: Path, timeout: float = TIMEOUT_SECONDS) -> list[Notice]:

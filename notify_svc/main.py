@@ -15,13 +15,13 @@ import sys
 
 import structlog
 
-from notify_svc.approver import approver_socket
 from notify_svc.credentials import Credentials
 from notify_svc.run import notify
 from shared_io import exit_codes
 from shared_io import log as logsetup
 from shared_io.config import load_config
 from shared_io.errors import ConfigError
+from shared_io.paths import approver_socket_path
 
 log = structlog.get_logger("opsbot.notify")
 
@@ -38,7 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     logsetup.configure("opsbot-notify", verbose=args.verbose)
     try:
         config = load_config()
-        summary = notify(config, socket_path=approver_socket(), credentials=Credentials.from_env())
+        summary = notify(
+            config, socket_path=approver_socket_path(), credentials=Credentials.from_env()
+        )
     except ConfigError as exc:
         log.error("notify.config", error=exc.message, hint=exc.hint)
         print(f"opsbot-notify: {exc}", file=sys.stderr)

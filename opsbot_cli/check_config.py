@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import textwrap
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from opsbot_cli.output import command, json_out, out
+from opsbot_cli.running_config import Running, running_configs
 from plans import (
     RULE_PATH,
     CalendarError,
@@ -22,7 +24,7 @@ from plans import (
     window_state,
 )
 from plans.polkit import rule_horizon, rule_matches
-from shared_io.config import load_config
+from shared_io.config import load_with_digest
 from shared_io.errors import ConfigError
 from shared_io.paths import Paths
 from shared_io.trusted import untrusted_reason
@@ -165,7 +167,7 @@ def check_approval_path(
 
 
 def run(args: argparse.Namespace, paths: Paths) -> int:
-    config = load_config(paths.config)
+    config, digest = load_with_digest(paths.config)
     warnings = check_credential_files(paths.config.parent)
     windows, next_window, window_warnings = check_windows(config, paths.config, datetime.now(UTC))
     warnings += window_warnings
@@ -179,6 +181,7 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
     rule_current = rule_text is not None and rule_matches(rule_text, config.executor)
     horizon = rule_horizon(rule_text) if rule_text is not None and windows else None
     allow = allowed_verbs(config.executor)
+    running = running_configs(paths, digest)
     info: dict[str, Any] = {
         "config": str(paths.config),
         "config_exists": paths.config.exists(),
@@ -195,6 +198,8 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         "health_targets": sorted(config.diagnose.health),
         "model": config.diagnose.model.kind,
         "audit_sealing": journal_sealing(),
+        "config_sha256": digest,
+        "running": [daemon.as_json() for daemon in running],
         "warnings": warnings,
     }
     if args.json:
@@ -211,6 +216,7 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
             out(f"  apply window: {next_window}")
         for warning in warnings:
             out(f"  warning: {warning}")
+        _say_running(running)
         out(f"privilege mode: {mode}")
         sealing = info["audit_sealing"]
         out(f"audit trail: chained (`opsbot audit --verify`); journal sealing: {sealing}")
@@ -232,3 +238,25 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         if mode == "none":
             out("  warning: no polkit and no root drop-in: the executor cannot act on units")
     return 0 if mode in ("polkit", "root-without-capabilities") or not config.executor.allow else 1
+
+
+def _say_running(running: list[Running]) -> None:
+    """A line per daemon that runs: whether it has this file in force, and what to run."""
+    up = [daemon for daemon in running if daemon.status != "not running"]
+    if not up:
+        return
+    if len({(daemon.status, daemon.detail) for daemon in up}) == 1 and up[0].status == "unknown":
+        out(f"running daemons: unknown ({up[0].detail})")
+        return
+    out("running daemons:")
+    for daemon in up:
+        name = daemon.unit.removesuffix(".service")
+        if daemon.status == "current":
+            out(f"  {name}: this file")
+            continue
+        said = f"{name}: {daemon.status}: {daemon.detail}"
+        for line in textwrap.wrap(said, 98, subsequent_indent="    "):
+            out(f"  {line}")
+        if daemon.action:
+            for line in textwrap.wrap(f"do: {daemon.action}", 96, subsequent_indent="    "):
+                out(f"    {line}")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from collections.abc import Callable
 
 import structlog
 
@@ -28,6 +30,14 @@ log = structlog.get_logger("opsbot.polkit")
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = command(sub, "polkit-rule", "print (or --write) the polkit rule generated from the policy")
     p.add_argument("--write", action="store_true", help=f"write it to {RULE_PATH}")
+    p.add_argument(
+        "--until-quiet",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="with --write: watch the config after writing and write again at each change, "
+        "until it stays unchanged this long (opsbot-polkit-rule.path's unit gives 5)",
+    )
     p.add_argument("--json", action="store_true", help="the rule and where it goes, as JSON")
     p.set_defaults(func=run)
 
@@ -58,25 +68,41 @@ def ensure_rule(policy: ExecutorPolicy) -> bool:
     return True
 
 
-#: Rounds of "the config changed while the rule was being written" before giving up.
-MAX_ROUNDS = 5
+#: Rewrites in one run before giving up on a config that never settles.
+MAX_ROUNDS = 20
+#: Seconds between two looks at the config while waiting for it to stay quiet.
+POLL = 0.2
 
 
-def write_following(paths: Paths) -> tuple[str, list[Interval] | None]:
-    """Write the rule the config makes, and again while the config changes under it.
+def write_following(
+    paths: Paths,
+    quiet: float = 0.0,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[str, list[Interval] | None, str]:
+    """Write the rule the config makes, and again whenever the config changes, until it
+    has stayed the same for ``quiet`` seconds after the last write (0: only while this
+    run reads it). The rule, its windows, and the digest of the config it matches.
 
-    opsbot-polkit-rule.path starts this at each save; a save that lands while this is
-    running starts nothing (the start is merged into the running one), so the run itself
-    reads the config again after writing and writes again until the two readings agree.
+    opsbot-polkit-rule.path starts this at each save; a save that lands while this runs
+    starts nothing (systemd merges the start into the running one), so the run watches
+    the file itself, for a few seconds after each write (the unit gives ``--until-quiet
+    5``): an operator's second save right after the first is not lost.
     """
     policy, digest = _policy(paths)
     for _ in range(MAX_ROUNDS):
         rule, windows = rule_for(policy)
         write_rule(rule)
-        policy, now = _policy(paths)
-        if now == digest:
-            return rule, windows
-        log.info("polkit.config_changed", reason="the config was saved while the rule was written")
+        until = clock() + quiet
+        while True:
+            policy, now = _policy(paths)
+            if now != digest:
+                break
+            if clock() >= until:
+                return rule, windows, digest
+            sleep(POLL)
+        log.info("polkit.config_changed", reason="the config was saved again; writing again")
         digest = now
     raise ConsoleError(
         f"{paths.config} changed {MAX_ROUNDS} times while the rule was written",
@@ -101,7 +127,7 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         return 0
     require_root("polkit-rule --write")
     try:
-        rule, windows = write_following(paths)
+        rule, windows, digest = write_following(paths, max(0.0, min(args.until_quiet, 60.0)))
         ended = remove_grants(lambda plan_id: approval_path(paths.approvals_dir, plan_id).exists())
     except OSError as exc:
         raise ConsoleError(
@@ -118,11 +144,13 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
                 "rule": rule,
                 "windows": spans,
                 "written": True,
+                "matches_config": digest,
                 "grants_removed": ended,
             }
         )
     else:
         out(f"wrote {RULE_PATH} (root:root 0644); polkit reloads its rules by itself")
+        out(f"  it matches {paths.config} as saved now (sha256 {digest[:12]})")
         if windows is not None:
             last = f"the last ends {windows[-1][1]:%Y-%m-%d %H:%M} UTC" if windows else "none"
             out(

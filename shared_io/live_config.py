@@ -5,13 +5,23 @@ journal) when the new file does not load. The console reads the file once
 
     live = LiveConfig(path)          # a ConfigError when the file does not load now
     config = live.current()          # before each answer
+    live.reload()                    # now, whether or not it changed (SIGHUP, ExecReload=)
+
+A file is read only once it has been still for :data:`SETTLE` seconds and did not change
+during the read: an editor that truncates the file and writes it again is never caught
+half way, which could leave a valid prefix (a config without its last table, say its
+apply windows) in force.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import threading
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import FrameType
 
 import structlog
 
@@ -19,8 +29,14 @@ from shared_io.config import load_with_digest
 from shared_io.errors import ConfigError
 from shared_io.paths import config_path
 from shared_schema import OpsbotConfig
+from shared_schema.config_state import ConfigState
 
 log = structlog.get_logger("opsbot.config")
+
+#: Seconds a changed file must have been still before it is read.
+SETTLE = 0.2
+#: Reads of a file that keeps changing before the configuration in force is kept.
+MAX_TRIES = 5
 
 
 def _stamp(path: Path) -> tuple[int, ...] | None:
@@ -32,6 +48,12 @@ def _stamp(path: Path) -> tuple[int, ...] | None:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
+def _get(config: object, key: str) -> object:
+    for part in key.split("."):
+        config = getattr(config, part)
+    return config
+
+
 class LiveConfig:
     """The config file as it stands, for a daemon: :meth:`current` reads it again when
     it changed since the last read (a new inode, size, mtime or ctime), and only then.
@@ -40,10 +62,22 @@ class LiveConfig:
     next change is tried again. Each answer gets one whole, validated configuration,
     never one half read."""
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(
+        self,
+        path: Path | None = None,
+        *,
+        wall: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.path = config_path() if path is None else path
+        self._wall, self._sleep = wall, sleep
         self._seen = _stamp(self.path)
         self.config, self.digest = load_with_digest(self.path)  # a ConfigError here is the caller's
+        #: The file's digest when the daemon started: what it read only then came from it.
+        self.started_digest = self.digest
+        self.started = self.config
+        #: The message of the last edit that did not load ("" once one loads).
+        self.error = ""
         self._lock = threading.Lock()
 
     def current(self) -> OpsbotConfig:
@@ -51,23 +85,83 @@ class LiveConfig:
         if stamp == self._seen:
             return self.config
         with self._lock:
-            if stamp != self._seen:
-                self._seen = stamp  # before the read: a write after it is seen again
+            if _stamp(self.path) != self._seen:
                 self._reload()
             return self.config
 
+    def reload(self) -> OpsbotConfig:
+        """Read the file now, changed or not (``systemctl reload``)."""
+        with self._lock:
+            self._reload()
+            return self.config
+
+    def state(self, start_only: Sequence[str] = ()) -> ConfigState:
+        """What check-config is told: the digests, the last error, and which of the keys
+        ``start_only`` (dotted paths the daemon reads only at start) differ now."""
+        config = self.current()
+        changed = [key for key in start_only if _get(config, key) != _get(self.started, key)]
+        return ConfigState(
+            digest=self.digest,
+            started_digest=self.started_digest,
+            error=self.error,
+            restart_keys=changed,
+        )
+
+    def _still(self) -> tuple[int, ...] | None:
+        """The file's stamp once it has been still for SETTLE seconds."""
+        stamp = _stamp(self.path)
+        for _ in range(MAX_TRIES):
+            age = SETTLE if stamp is None else self._wall() - stamp[3] / 1e9
+            if not 0 <= age < SETTLE:
+                break
+            self._sleep(SETTLE - age)
+            stamp = _stamp(self.path)
+        return stamp
+
     def _reload(self) -> None:
-        try:
-            config, digest = load_with_digest(self.path)
-        except ConfigError as exc:
-            log.error(
-                "config.reload_failed",
-                error=exc.message,
-                kept=self.digest[:12],
-                hint="the configuration read before stays in force; opsbot check-config "
-                "names the error",
-            )
-            return
+        for _ in range(MAX_TRIES):
+            before = self._still()
+            try:
+                config, digest = load_with_digest(self.path)
+            except ConfigError as exc:
+                if _stamp(self.path) == before:
+                    self._seen = before
+                    self._failed(exc)
+                    return
+                continue
+            if _stamp(self.path) == before:
+                self._seen = before  # a write after the read is seen again
+                self._taken(config, digest)
+                return
+        log.warning(
+            "config.unsettled",
+            path=str(self.path),
+            hint="the file kept changing while it was read; the configuration read before "
+            "stays in force until it is still",
+        )
+
+    def _failed(self, exc: ConfigError) -> None:
+        self.error = exc.message
+        log.error(
+            "config.reload_failed",
+            error=exc.message,
+            kept=self.digest[:12],
+            hint="the configuration read before stays in force; opsbot check-config "
+            "names the error",
+        )
+
+    def _taken(self, config: OpsbotConfig, digest: str) -> None:
+        self.error = ""
         if digest != self.digest:
             log.info("config.reloaded", path=str(self.path), digest=digest[:12])
         self.config, self.digest = config, digest
+
+
+def reload_on_hup(live: LiveConfig) -> None:
+    """``systemctl reload`` (ExecReload= sends SIGHUP): read the file now. The read runs
+    in a thread of its own, never inside the signal handler."""
+
+    def hup(signum: int, frame: FrameType | None) -> None:
+        threading.Thread(target=live.reload, name="config-reload", daemon=True).start()
+
+    signal.signal(signal.SIGHUP, hup)

@@ -44,3 +44,10 @@ class Paths:
 def config_path(env: Mapping[str, str] | None = None) -> Path:
     """Where the configuration is read from: $OPSBOT_CONFIG, else /etc/opsbot/opsbot.toml."""
     return _get(os.environ if env is None else env, "OPSBOT_CONFIG")
+
+
+def approver_socket_path(env: Mapping[str, str] | None = None) -> Path:
+    """Where root's opsbot-approver listens: $OPSBOT_APPROVER_SOCKET, else
+    /run/opsbot/approver.sock."""
+    env = os.environ if env is None else env
+    return Path(env.get("OPSBOT_APPROVER_SOCKET") or "/run/opsbot/approver.sock")

@@ -11,6 +11,9 @@ One JSON line each way (shared_io.framing). Who may send which request is the pe
 - ``decide`` (opsbot-web's uid only): a token, the approver's TOTP code and a reason; the
   approver checks the token first, then the code, then the plan, and only then writes
   the approval (or the rejection) ``opsbot approve`` (``reject``) writes.
+- ``follow`` (opsbot-web's uid only): where the plan a used token decided is now (its
+  state, the last change's reason, what opsbot-verify saw), for the page's status view;
+  it changes nothing, and a token that decided nothing is refused as ``token``.
 
 A token is 128 random bits, URL-safe base64 (22 characters), stored by the approver only
 as its sha256; it is single-use and bound to one plan id, its sha256, one approver and one
@@ -30,6 +33,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 from pydantic import AwareDatetime, Field, TypeAdapter
 
 from shared_schema._model import Model
+from shared_schema.config_state import ConfigState
+from shared_schema.states import PlanState
 from shared_schema.units import PlanId, Sha256Hex
 
 TOKEN_PATTERN = r"^[A-Za-z0-9_-]{22}$"
@@ -58,6 +63,8 @@ class View(Model):
     v: Literal[1] = 1
     op: Literal["view"] = "view"
     token: Token
+    #: The digest of the config the page runs with (check-config names a stale page).
+    config_digest: Sha256Hex | None = None
 
 
 class Decide(Model):
@@ -70,12 +77,31 @@ class Decide(Model):
     reason: Annotated[str, Field(max_length=500)] = ""
     #: The client's address as opsbot-web saw it (for the journal only; never trusted).
     source: Annotated[str, Field(max_length=100)] = ""
+    #: The digest of the config the page runs with (check-config names a stale page).
+    config_digest: Sha256Hex | None = None
+
+
+class ConfigQuery(Model):
+    """Root's ``opsbot check-config``: the config the approver has in force, and the one
+    the page reported with its last relay."""
+
+    v: Literal[1] = 1
+    op: Literal["config"] = "config"
+
+
+class Follow(Model):
+    v: Literal[1] = 1
+    op: Literal["follow"] = "follow"
+    token: Token
 
 
 if TYPE_CHECKING:
-    ApproverRequest = Announce | View | Decide
+    ApproverRequest = Announce | View | Decide | ConfigQuery | Follow
 else:
-    ApproverRequest = Annotated[Union[Announce, View, Decide], Field(discriminator="op")]  # noqa: UP007
+    ApproverRequest = Annotated[
+        Union[Announce, View, Decide, ConfigQuery, Follow],  # noqa: UP007
+        Field(discriminator="op"),
+    ]
 
 # -- what a plan looks like to the page and the notification ------------------------------
 
@@ -110,6 +136,19 @@ class PlanView(Model):
     runs: Line = ""
     #: For a follow-up, which attempt it is and what the one before ran ("" otherwise).
     attempt: Line = ""
+
+
+class PlanBrief(Model):
+    """What a decision was about, for the pages after it: the goal, the units, each
+    step's argv, on which host."""
+
+    plan_id: PlanId
+    sha256: Sha256Hex
+    host: str
+    goal: Line
+    units: list[str]
+    #: Each step exactly as it runs (no shell).
+    argv: list[list[str]]
 
 
 class Link(Model):
@@ -155,6 +194,36 @@ class Decided(Model):
     approval_expires_at: AwareDatetime | None = None
     #: What will apply it, as systemd says now (approve), or "" (reject).
     applies: Line = ""
+    #: What was approved (approve), or None (reject: its record may not even verify).
+    plan: PlanBrief | None = None
+
+
+class Followed(Model):
+    """Where the plan a used token decided is now: what it is, who decided it with this
+    link and when, its state since when and why, and what opsbot-verify saw."""
+
+    v: Literal[1] = 1
+    op: Literal["followed"] = "followed"
+    plan: PlanBrief
+    decision: Decision
+    approver: ApproverName
+    decided_at: AwareDatetime
+    state: PlanState
+    #: When the plan last changed state, and the reason that change gave ("" for none).
+    since: AwareDatetime | None = None
+    reason: Line = ""
+    #: Two lines at most of what opsbot-verify saw (VERIFIED, UNRESOLVED), else [].
+    verification: list[Line] = []
+    #: An APPROVED plan outside its apply window: when the window opens, if known.
+    window_opens_at: AwareDatetime | None = None
+
+
+class ConfigShown(ConfigState):
+    v: Literal[1] = 1
+    op: Literal["config"] = "config"
+    #: The digest the page sent with its last relay, and when (None: none since start).
+    web_digest: Sha256Hex | None = None
+    web_seen_at: AwareDatetime | None = None
 
 
 RefusalKind = Literal["request", "token", "code", "confirm", "limit", "plan", "internal"]
@@ -174,10 +243,10 @@ class Refused(Model):
 
 
 if TYPE_CHECKING:
-    ApproverReply = Announced | Viewed | Decided | Refused
+    ApproverReply = Announced | Viewed | Decided | Refused | ConfigShown | Followed
 else:
     ApproverReply = Annotated[
-        Union[Announced, Viewed, Decided, Refused],  # noqa: UP007
+        Union[Announced, Viewed, Decided, Refused, ConfigShown, Followed],  # noqa: UP007
         Field(discriminator="op"),
     ]
 
@@ -185,14 +254,17 @@ _REQUESTS: TypeAdapter[Any] = TypeAdapter(ApproverRequest)
 _REPLIES: TypeAdapter[Any] = TypeAdapter(ApproverReply)
 
 
-def parse_approver_request(data: bytes) -> Announce | View | Decide:
+def parse_approver_request(data: bytes) -> Announce | View | Decide | ConfigQuery | Follow:
     """A request line, or pydantic's ValidationError."""
-    value: Announce | View | Decide = _REQUESTS.validate_json(data)
+    value: Announce | View | Decide | ConfigQuery | Follow = _REQUESTS.validate_json(data)
     return value
 
 
-def parse_approver_reply(data: bytes) -> Announced | Viewed | Decided | Refused:
-    value: Announced | Viewed | Decided | Refused = _REPLIES.validate_json(data)
+_AnyReply = Announced | Viewed | Decided | Refused | ConfigShown | Followed
+
+
+def parse_approver_reply(data: bytes) -> _AnyReply:
+    value: _AnyReply = _REPLIES.validate_json(data)
     return value
 
 
@@ -200,11 +272,16 @@ __all__ = [
     "Announce",
     "Announced",
     "ApproverName",
+    "ConfigQuery",
+    "ConfigShown",
     "Decide",
     "Decided",
     "Decision",
+    "Follow",
+    "Followed",
     "Link",
     "Notice",
+    "PlanBrief",
     "PlanView",
     "Refused",
     "StepView",

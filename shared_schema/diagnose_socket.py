@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field, TypeAdapter
 
 from shared_schema._model import Model
+from shared_schema.config_state import ConfigState
 from shared_schema.units import UnitName
 from shared_schema.verdict import EndedBy, Verdict
 
@@ -70,6 +71,17 @@ class DiagnoseRequest(Model):
     op: Literal["diagnose"] = "diagnose"
     unit: UnitName
     symptom: Annotated[str, Field(max_length=500)] = ""
+
+
+class ConfigQuery(Model):
+    """The configuration the service has in force (``opsbot check-config``)."""
+
+    v: Literal[1] = 1
+    op: Literal["config"] = "config"
+
+
+class ConfigMessage(ConfigState):
+    event: Literal["diagnose.config"] = "diagnose.config"
 
 
 class VerdictMessage(Model):

@@ -1,10 +1,11 @@
 """The executor socket's protocol (/run/opsbot/executor.sock): one request line, one
 reply line, each a JSON object (shared_schema.messages).
 
-A request is one of ``submit``, ``list``, ``show``, ``pending`` and ``verify`` (field
-``op``); a reply carries a ``verdict``: ACCEPT (plan id and fingerprint), REVISE (field
-errors a model can act on), REJECT (a reason), PLANS / PLAN for operators' queries,
-PENDING (the applied plans waiting to be verified) and RECORDED (a verification taken).
+A request is one of ``submit``, ``list``, ``show``, ``pending``, ``verify`` and
+``config`` (field ``op``); a reply carries a ``verdict``: ACCEPT (plan id and
+fingerprint), REVISE (field errors a model can act on), REJECT (a reason), PLANS / PLAN
+for operators' queries, PENDING (the applied plans waiting to be verified), RECORDED (a
+verification taken) and CONFIG (the configuration in force, for check-config).
 ``pending`` and ``verify`` are opsbot-verify's (the diagnose user's): a forged report can
 only mislabel a plan, never run anything. Every message carries the protocol version
 ``v``.
@@ -16,6 +17,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import Field, TypeAdapter, ValidationError
 
 from shared_schema._model import Model
+from shared_schema.config_state import ConfigState
 from shared_schema.errors import FieldError, field_errors
 from shared_schema.messages import MAX_REPLY_BYTES, WireError, check_version, decode_json_object
 from shared_schema.plan import Plan, Symptom, TargetName
@@ -94,11 +96,20 @@ class ReportVerification(Model):
     targets: Annotated[list[TargetName], Field(max_length=16)] = []
 
 
+class ShowConfig(Model):
+    """The configuration the executor has in force (``opsbot check-config``)."""
+
+    v: Literal[1] = 1
+    op: Literal["config"] = "config"
+
+
 Request = Annotated[
-    SubmitPlan | ListPlans | ShowPlan | PendingVerification | ReportVerification,
+    SubmitPlan | ListPlans | ShowPlan | PendingVerification | ReportVerification | ShowConfig,
     Field(discriminator="op"),
 ]
-RequestModel = SubmitPlan | ListPlans | ShowPlan | PendingVerification | ReportVerification
+RequestModel = (
+    SubmitPlan | ListPlans | ShowPlan | PendingVerification | ReportVerification | ShowConfig
+)
 _REQUEST = TypeAdapter(Request)
 
 
@@ -229,11 +240,16 @@ class Recorded(Model):
     state: PlanState
 
 
+class ConfigReply(ConfigState):
+    v: Literal[1] = 1
+    verdict: Literal["CONFIG"] = "CONFIG"
+
+
 Reply = Annotated[
-    Accept | Revise | Reject | PlanDetail | PlanList | Pending | Recorded,
+    Accept | Revise | Reject | PlanDetail | PlanList | Pending | Recorded | ConfigReply,
     Field(discriminator="verdict"),
 ]
-ReplyModel = Accept | Revise | Reject | PlanDetail | PlanList | Pending | Recorded
+ReplyModel = Accept | Revise | Reject | PlanDetail | PlanList | Pending | Recorded | ConfigReply
 _REPLY = TypeAdapter(Reply)
 
 
@@ -247,7 +263,7 @@ def parse_request(obj: dict[str, Any]) -> RequestModel:
         return _REQUEST.validate_python(obj)
     except ValidationError as exc:
         errors = field_errors(
-            exc, union_tags=frozenset({"submit", "list", "show", "pending", "verify"})
+            exc, union_tags=frozenset({"submit", "list", "show", "pending", "verify", "config"})
         )
         raise WireError("bad request: " + "; ".join(str(e) for e in errors)[:500]) from exc
 

@@ -155,6 +155,14 @@ class Phone:
         self.spent[approver] = step
         return totp.at(step * 30)
 
+    def wrong_code(self, approver: str) -> str:
+        """Six digits that are none of ``approver``'s codes from two steps ago to two steps
+        ahead (the approver accepts one step either side): a mistyped code."""
+        totp = pyotp.TOTP(self.secrets[approver])
+        now = int(time.time()) // 30
+        valid = {totp.at((now + step) * 30) for step in range(-2, 3)}
+        return next(code for code in ("000000", "111111", "222222") if code not in valid)
+
     def hooks(self) -> list[dict[str, Any]]:
         """Every signed webhook message received so far, oldest first."""
         found = sorted(self.inbox.glob("hook-*.json"), key=lambda p: int(p.stem.split("-")[1]))

@@ -1,8 +1,9 @@
-"""An approver socket that answers ``view`` and ``decide`` per
+"""An approver socket that answers ``view``, ``decide`` and ``follow`` per
 shared_schema.approver_socket from tokens it holds in a dict, and records every
 request: the stand-in for root's opsbot-approver when the page (opsbot-web) is tested
 on the real wire. It checks nothing a real approver must (no peer uid, no plan file);
-its one code is ``code``; a token works once; ``attempts`` wrong codes lock a token.
+its one code is ``code``; a token works once; ``attempts`` wrong codes lock a token; a
+token that decided follows its plan, whose state a test sets in ``Issued.state``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from shared_schema.approver_socket import (
     Decide,
     Decided,
     Decision,
+    Follow,
+    Followed,
+    PlanBrief,
     PlanView,
     Refused,
     StepView,
@@ -29,6 +33,7 @@ from shared_schema.approver_socket import (
     parse_approver_request,
 )
 from shared_schema.messages import encode_message
+from shared_schema.states import PlanState
 
 PLAN_ID = "20261201-152001-0a1b2c3d"
 SHA256 = "5f" * 32
@@ -70,6 +75,22 @@ class Issued:
     expires_at: datetime = AT + timedelta(minutes=30)
     used: bool = False
     wrong: int = 0
+    #: When it decided its plan (None: it did not), and the plan's state since.
+    decided_at: datetime | None = None
+    state: PlanState = PlanState.APPROVED
+    reason: str = ""
+    verification: list[str] = field(default_factory=list)
+
+
+def brief_of(plan: PlanView) -> PlanBrief:
+    return PlanBrief(
+        plan_id=plan.plan_id,
+        sha256=plan.sha256,
+        host=plan.host,
+        goal=plan.goal,
+        units=plan.units,
+        argv=[step.argv for step in plan.steps],
+    )
 
 
 @dataclass
@@ -78,8 +99,10 @@ class ScriptedApprover:
     code: str = "123456"
     attempts: int = 3
     tokens: dict[str, Issued] = field(default_factory=dict)
+    #: What a used or unknown token is told.
+    refusal: str = "this link was used, expired or never issued"
     #: Every request, in the order they came.
-    requests: list[View | Decide] = field(default_factory=list)
+    requests: list[View | Decide | Follow] = field(default_factory=list)
 
     def issue(self, token: str, decision: Decision, plan: PlanView | None = None) -> str:
         self.tokens[token] = Issued(plan or plan_view(), decision)
@@ -89,10 +112,12 @@ class ScriptedApprover:
     def decides(self) -> list[Decide]:
         return [r for r in self.requests if isinstance(r, Decide)]
 
-    def answer(self, request: View | Decide) -> Viewed | Decided | Refused:
+    def answer(self, request: View | Decide | Follow) -> Viewed | Decided | Followed | Refused:
         issued = self.tokens.get(request.token)
+        if isinstance(request, Follow):
+            return self.follow(issued)
         if issued is None or issued.used:
-            return Refused(kind="token", reason="this link was used, expired or never issued")
+            return Refused(kind="token", reason=self.refusal)
         if isinstance(request, View):
             return Viewed(
                 plan=issued.plan,
@@ -106,7 +131,9 @@ class ScriptedApprover:
             issued.wrong += 1
             return Refused(kind="code", reason="wrong code")
         issued.used = True
+        issued.decided_at = datetime.now(UTC)
         approve = issued.decision == "approve"
+        issued.state = PlanState.APPROVED if approve else PlanState.REJECTED
         return Decided(
             decision=issued.decision,
             plan_id=issued.plan.plan_id,
@@ -114,6 +141,21 @@ class ScriptedApprover:
             approver=issued.approver,
             approval_expires_at=issued.plan.approval_expires_at if approve else None,
             applies="opsbot-apply.service, at once" if approve else "",
+            plan=brief_of(issued.plan) if approve else None,
+        )
+
+    def follow(self, issued: Issued | None) -> Followed | Refused:
+        if issued is None or issued.decided_at is None:
+            return Refused(kind="token", reason="this link decided nothing")
+        return Followed(
+            plan=brief_of(issued.plan),
+            decision=issued.decision,
+            approver=issued.approver,
+            decided_at=issued.decided_at,
+            state=issued.state,
+            since=issued.decided_at,
+            reason=issued.reason,
+            verification=issued.verification,
         )
 
     def serve_one(self, conn: socket.socket) -> None:
@@ -122,8 +164,10 @@ class ScriptedApprover:
             if line is None:
                 return
             request = parse_approver_request(line)
-            if not isinstance(request, View | Decide):
-                reply: Viewed | Decided | Refused = Refused(kind="request", reason="not yours")
+            if not isinstance(request, View | Decide | Follow):
+                reply: Viewed | Decided | Followed | Refused = Refused(
+                    kind="request", reason="not yours"
+                )
             else:
                 self.requests.append(request)
                 reply = self.answer(request)

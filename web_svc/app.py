@@ -1,7 +1,8 @@
 """The approval page: ``GET /p/<token>`` shows what the link is for, ``POST /p/<token>``
 relays the approver's decision, with their TOTP code and the link's confirmation (the
 characters beside the link in their message, which this page never sees otherwise), to
-root's opsbot-approver.
+root's opsbot-approver; ``GET /p/<token>/status`` shows where the plan that link decided
+is now, as the approver says (``follow``), reloading itself until the plan settles.
 
 The token's form is checked before anything else (a 404 page, the approver not asked).
 A GET only asks the approver to ``view`` (a chat's link preview fetches every URL; it
@@ -10,7 +11,8 @@ the browser sends one, naming this host (over https when the page is served over
 https); and the double-submit value, a random cookie set by the GET (SameSite=Strict,
 HttpOnly, Secure over https) equal to the form's hidden field. Only then is the code
 sent with the confirmation and the token in a ``decide``; whatever the approver answers
-is shown as it is. The page keeps no state of its own.
+is shown as it is (web_svc.words says its times and relayed text). The page keeps no
+state of its own.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import time
 from base64 import b64encode
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -44,6 +47,7 @@ from shared_schema.approver_socket import (
     CONFIRM_PATTERN,
     TOKEN_PATTERN,
     Decided,
+    Followed,
     Refused,
     Viewed,
 )
@@ -51,6 +55,7 @@ from shared_schema.config import WebSettings
 from web_svc.approver import ApproverClient
 from web_svc.guard import Client, Guard
 from web_svc.limits import Clock, RateLimiter
+from web_svc.words import SETTLED, STATE_WORDS, exact, relayed, time_element
 
 log = structlog.get_logger("opsbot.web")
 
@@ -85,10 +90,15 @@ REFUSALS: dict[str, tuple[int, str, str]] = {
     "request": (503, "The approver refused this page", "Its journal says why."),
     "internal": (503, "The approver failed", "Its journal says why; nothing was decided."),
 }
-
-
-def when(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+#: The status view's refusal of a link that decided nothing the approver remembers.
+NOTHING_TO_FOLLOW = (
+    410,
+    "Nothing to follow here",
+    "This link decided nothing, or the approver no longer remembers it (it forgets a link "
+    "when the link would have expired). On the host, opsbot show ID says where the plan is.",
+)
+#: Seconds between the status view's reloads while the plan has not settled.
+FOLLOW_SECONDS = 10
 
 
 def _environment() -> jinja2.Environment:
@@ -98,23 +108,35 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.filters["shell"] = shlex.join
-    env.globals.update(style=STYLE, when=when)
+    env.globals.update(style=STYLE, exact=exact)
     return env
 
 
-class Pages:
-    """The routes, bound to one approver client."""
+def utcnow() -> datetime:
+    return datetime.now(UTC)
 
-    def __init__(self, approver: ApproverClient) -> None:
+
+class Pages:
+    """The routes, bound to one approver client; times are said relative to ``now``."""
+
+    def __init__(self, approver: ApproverClient, now: Callable[[], datetime] = utcnow) -> None:
         self.approver = approver
+        self.now = now
         self.templates = _environment()
 
     def page(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-        text = self.templates.get_template(template).render(**context)
+        now = self.now()
+        text = self.templates.get_template(template).render(
+            when=partial(time_element, now=now), relayed=partial(relayed, now=now), **context
+        )
         return HTMLResponse(text, status_code=status)
 
-    def refused(self, status: int, title: str, text: str, reason: str = "") -> HTMLResponse:
-        return self.page("refused.html", status, title=title, text=text, reason=reason)
+    def refused(
+        self, status: int, title: str, text: str, reason: str = "", follow: str = ""
+    ) -> HTMLResponse:
+        return self.page(
+            "refused.html", status, title=title, text=text, reason=reason, follow=follow
+        )
 
     def refusal(self, refused: Refused) -> HTMLResponse:
         status, title, text = REFUSALS[refused.kind]
@@ -166,8 +188,38 @@ class Pages:
             return self.unreachable(exc)
         if isinstance(reply, Refused):
             log.debug("web.view_refused", kind=reply.kind, source=client(request).source)
+            if reply.kind == "token":  # used, perhaps: what became of its plan
+                status, title, text = REFUSALS["token"]
+                return self.refused(status, title, text, reply.reason, f"{token}/status")
             return self.refusal(reply)
         return self.form(request, reply)
+
+    async def follow(self, request: Request) -> Response:
+        """Where the plan this link decided is now, as the approver says; while it has
+        not settled, the page reloads itself (no script: a meta refresh)."""
+        token = request.path_params["token"]
+        if not TOKEN.fullmatch(token):
+            return self.not_found()
+        try:
+            reply = await self.approver.follow(token)
+        except SocketUnavailable as exc:
+            return self.unreachable(exc)
+        if isinstance(reply, Refused):
+            if reply.kind == "token":
+                return self.refused(*NOTHING_TO_FOLLOW, reply.reason)
+            return self.refusal(reply)
+        return self.status(reply)
+
+    def status(self, followed: Followed) -> HTMLResponse:
+        settled = followed.state in SETTLED
+        return self.page(
+            "status.html",
+            followed=followed,
+            words=STATE_WORDS[followed.state],
+            settled=settled,
+            refresh=0 if settled else FOLLOW_SECONDS,
+            past="approved" if followed.decision == "approve" else "rejected",
+        )
 
     async def decide(self, request: Request) -> Response:
         token = request.path_params["token"]
@@ -222,7 +274,7 @@ class Pages:
                     "Type the next code with the four characters shown beside this link.",
                 )
             return self.refusal(reply)
-        return self.done(reply, who)
+        return self.done(reply, who, token)
 
     async def again(self, request: Request, token: str, message: str) -> Response:
         """The form once more, with ``message`` (the approver is asked to view again, so
@@ -235,7 +287,7 @@ class Pages:
             return self.refusal(reply)
         return self.form(request, reply, 400, message)
 
-    def done(self, decided: Decided, who: Client) -> HTMLResponse:
+    def done(self, decided: Decided, who: Client, token: str) -> HTMLResponse:
         log.info(
             "web.decided",
             plan_id=decided.plan_id,
@@ -245,7 +297,7 @@ class Pages:
             source=who.source,
         )
         past = "approved" if decided.decision == "approve" else "rejected"
-        return self.page("done.html", decided=decided, past=past)
+        return self.page("done.html", decided=decided, past=past, follow=f"{token}/status")
 
     def not_found(self) -> HTMLResponse:
         return self.refused(404, "No such page", "This is not an approval link.")
@@ -293,10 +345,11 @@ def create_app(
     approver_socket: Path,
     *,
     clock: Clock = time.monotonic,
+    config_digest: str | None = None,
 ) -> Starlette:
     """The page for ``settings``, asking the approver at ``approver_socket``; the rate
     limits run on ``clock``."""
-    pages = Pages(ApproverClient(approver_socket))
+    pages = Pages(ApproverClient(approver_socket, config_digest=config_digest))
     limiter = RateLimiter(
         per_minute_per_source=settings.requests_per_minute_per_source,
         per_second=settings.requests_per_second,
@@ -314,6 +367,7 @@ def create_app(
         routes=[
             Route("/p/{token}", pages.show, methods=["GET"]),
             Route("/p/{token}", pages.decide, methods=["POST"]),
+            Route("/p/{token}/status", pages.follow, methods=["GET"]),
         ],
         middleware=[guard],
         exception_handlers={404: handler, 405: handler},

@@ -26,7 +26,8 @@ from web_svc.limits import RateLimiter, source_key
 SECURITY_HEADERS = [
     # Referrer-Policy same-origin, not no-referrer: with no-referrer a browser sends
     # "Origin: null" on the form's POST, and the Origin check needs the real one. No
-    # other origin ever gets a Referer (the page links nowhere and loads nothing else).
+    # other origin ever gets a Referer (the page links only to its own status view and
+    # loads nothing else).
     (b"referrer-policy", b"same-origin"),
     (b"x-content-type-options", b"nosniff"),
     (b"cache-control", b"no-store"),

@@ -23,8 +23,9 @@ from starlette.types import ASGIApp
 from shared_io import exit_codes
 from shared_io import log as logsetup
 from shared_io.activation import activated_socket, notify
-from shared_io.config import load_config
+from shared_io.config import load_with_digest
 from shared_io.errors import OpsbotError
+from shared_io.paths import config_path
 from shared_schema.config import WebSettings
 from web_svc.app import create_app
 from web_svc.approver import approver_socket
@@ -149,14 +150,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logsetup.configure("opsbot-web", verbose=args.verbose)
     try:
-        settings = load_config().web
+        config, digest = load_with_digest(config_path())
+        settings = config.web
         sock = listening_socket(args.listen)
         check_family(settings, sock)
     except OpsbotError as exc:
         print(f"opsbot-web: {exc}", file=sys.stderr)
         return exc.exit_status
     log.info("web.started", listen=where(sock), approver=str(approver_socket()))
-    app = create_app(settings, approver_socket())
+    app = create_app(settings, approver_socket(), config_digest=digest)
     build_server(settings, app).run(sockets=[sock])
     return exit_codes.OK
 

@@ -46,7 +46,14 @@ EXECUTOR_UNIT = "/etc/systemd/system/opsbot-executor.service"
 OPSBOT_USERS = ("opsbot-executor", "opsbot-diagnose")
 LINGER = "/var/lib/systemd/linger"
 #: [Service] settings of the executor's unit that say how it runs, not how it is confined.
-NOT_SANDBOX = {"Type", "ExecStart", "Restart", "RestartSec", "RestartPreventExitStatus"}
+NOT_SANDBOX = {
+    "Type",
+    "ExecStart",
+    "ExecReload",
+    "Restart",
+    "RestartSec",
+    "RestartPreventExitStatus",
+}
 MANAGE_UNITS = "org.freedesktop.systemd1.manage-units"
 WEB = "demo-web.service"
 DB = "demo-db.service"

@@ -1,8 +1,10 @@
 """An approver at their phone, played by a real browser (Debian's chromium, headless,
-driven by Selenium through Debian's chromedriver) inside the booted container: the link
-from the notification opens the plan page (argv, the whole sha256), the TOTP code approves
-it, and the plan is applied and verified. A visit without a click changes nothing; the
-used link is refused with a clear page. The plan page's screenshot is saved under build/.
+driven by Selenium through Debian's chromedriver) inside the booted container, at a
+phone's 412x915: the link from the notification opens the plan page at what will change,
+on which host and why; a wrong code is said beside the code field; the TOTP code
+approves the plan, the answer says what was approved and links to a status view that
+follows the plan until it is VERIFIED. A visit without a click changes nothing; the used
+link is refused with a clear page. The screenshots are saved under build/.
 
 Then the page, behind the manual's nginx on its Unix socket, under a flood from one source
 address: the approver, from another address, still gets through within 2 s, the page
@@ -12,6 +14,8 @@ stays small, and nothing is approved that no approver approved.
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import shutil
 from pathlib import Path
 from typing import Any
@@ -21,9 +25,14 @@ from testbed.phone import PAGE, Phone, propose
 
 BUILD = Path(__file__).resolve().parents[2] / "build"
 SHOTS = "/srv/shots"
+#: The phone the page is looked at on (testbed/inside/browser.py --phone), CSS pixels.
+PHONE = (412, 915)
+#: What will change, on which host, and why: on the first screen of the plan page.
+ON_TOP = ("goal", "units", "host")
+ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}")
 
 
-def _browse(phone: Phone, url: str, shot: str, *args: str) -> dict[str, Any]:
+def _browse(phone: Phone, url: str, shot: str, *args: str, timeout: int = 120) -> dict[str, Any]:
     phone.ct.run(["mkdir", "-p", SHOTS])
     done = phone.ct.run(
         [
@@ -35,7 +44,7 @@ def _browse(phone: Phone, url: str, shot: str, *args: str) -> dict[str, Any]:
             *phone.typed(url, args),
         ],
         env={"HOME": "/root", "SE_OFFLINE": "true"},
-        timeout=120,
+        timeout=timeout,
     )
     said: dict[str, Any] = json.loads(done.stdout)
     return said
@@ -54,28 +63,77 @@ def _approval_exists(phone: Phone, plan_id: str) -> bool:
     return bool(found.stdout.strip())
 
 
-def test_an_approver_approves_in_a_real_browser(phone: Phone) -> None:
-    """The notification's link in chromium: the page shows the step's argv and the whole
-    sha256; the approver types the code and presses Approve; the answer page says it is
-    approved, and the plan goes on to VERIFIED. The screenshot of the plan page is
-    build/approval-page.png."""
+def _off_screen(rects: dict[str, Any], ids: tuple[str, ...]) -> dict[str, Any]:
+    """Those of ``ids`` not wholly inside the viewport (top >= 0 and bottom <= its
+    height: a page scrolled past them has them above it), or missing from the page."""
+    height = rects["height"]
+    return {
+        name: rects.get(name)
+        for name in ids
+        if name not in rects or rects[name]["top"] < 0 or rects[name]["bottom"] > height
+    }
+
+
+def test_an_approver_approves_on_a_phone_and_follows_the_plan(phone: Phone) -> None:
+    """alice opens her link on her phone (chromium at 412x915). The page opens at its
+    top: the plan's goal, units and host are on the first screen, not scrolled away to
+    the form. She mistypes the code: the error stands beside the code field, on that
+    same first screen with the goal, units and host. With her next code the plan is
+    approved; the answer names its goal, units and argv and links to the status view,
+    which she follows until it says VERIFIED. Her link, opened again, says it was used,
+    in words (no raw ISO time, no backticks). Screenshots: build/phone-*.png; the
+    measured rects: build/phone-rects.json."""
     ct = phone.ct
-    plan = propose(ct, "restart demo-web after it crashed (browser test)")
-    url = phone.notice_for(plan["plan_id"], "alice")["approve_url"]
-    shot = f"{SHOTS}/plan.png"
-    said = _browse(phone, url, shot, "--code", phone.code("alice"), "--reason", "on call")
-    page = said["plan"]
-    assert plan["sha256"] in page, page
-    assert "demo-web.service" in page and "restart" in page
-    assert "alice" in page
-    assert "approved" in said["answer"].lower(), said["answer"]
+    goal = "restart demo-web after it crashed (browser test)"
+    plan = propose(ct, goal)
+    notice = phone.notice_for(plan["plan_id"], "alice")
+    url = notice["approve_url"]
+    said = _browse(
+        phone,
+        url,
+        f"{SHOTS}/phone.png",
+        "--phone",
+        "--wrong-code",
+        phone.wrong_code("alice"),
+        "--code",
+        phone.code("alice"),
+        "--reason",
+        "on call",
+        "--follow",
+        "150",
+        "--again",
+        timeout=240,
+    )
+    rects = said["rects"]
     BUILD.mkdir(exist_ok=True)
-    shutil.copyfile(ct.root / shot.lstrip("/"), BUILD / "approval-page.png")
-    assert (BUILD / "approval-page.png").stat().st_size > 10_000
-    assert wait_state(ct, plan["plan_id"], {"VERIFIED", "UNRESOLVED"}, timeout=90) == "VERIFIED"
-    # The same link again, in the browser: refused, with a page that says so.
-    again = _browse(phone, url, f"{SHOTS}/used.png")
-    assert "used" in again["plan"].lower() or "no longer" in again["plan"].lower(), again
+    (BUILD / "phone-rects.json").write_text(json.dumps(rects, indent=2) + "\n")
+    for page in ("plan", "wrong", "answer", "status", "again"):
+        shot = "phone.png" if page == "plan" else f"phone-{page}.png"
+        shutil.copyfile(ct.root / SHOTS.lstrip("/") / shot, BUILD / f"phone-{page}.png")
+        assert (BUILD / f"phone-{page}.png").stat().st_size > 10_000
+        assert (rects[page]["width"], rects[page]["height"]) == PHONE, rects[page]
+    # The page as the link opens it, and after a wrong code.
+    assert not _off_screen(rects["plan"], ON_TOP), rects["plan"]
+    assert not _off_screen(rects["wrong"], (*ON_TOP, "message")), rects["wrong"]
+    code, message = rects["wrong"]["code"], rects["wrong"]["message"]
+    assert 0 <= message["top"] - code["bottom"] < 40, rects["wrong"]  # beside the code field
+    assert "That code is wrong" in said["wrong"], said["wrong"]
+    assert plan["sha256"] in said["plan"] and "alice" in said["plan"]
+    # The answer says what was approved, and links to the status view.
+    argv = [shlex.join(step["argv"]) for step in notice["steps"]]
+    answer = said["answer"]
+    assert "approved" in answer.lower(), answer
+    assert goal in answer and "demo-web.service" in answer, answer
+    assert all(line in answer for line in argv), (argv, answer)
+    assert said["follow_href"] == f"{url}/status", said["follow_href"]
+    # The status view followed the plan to its outcome.
+    assert said["state"] == "VERIFIED", said["status"]
+    assert goal in said["status"] and all(line in said["status"] for line in argv)
+    assert wait_state(ct, plan["plan_id"], {"VERIFIED", "UNRESOLVED"}, timeout=10) == "VERIFIED"
+    # The same link again: refused, in words.
+    again = said["again"]
+    assert "used" in again.lower() or "no longer" in again.lower(), again
+    assert "`" not in again and not ISO_TIME.search(again), again
 
 
 def test_opening_a_link_without_a_click_changes_nothing(phone: Phone) -> None:

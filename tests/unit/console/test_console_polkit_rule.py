@@ -3,6 +3,7 @@ that lands while the rule is being written starts no second run (systemd merges 
 start into the running one), so the run itself must end with the rule of the config as
 it is on disk, not as it was when the run began."""
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -37,11 +38,34 @@ def test_a_save_during_the_write_ends_in_the_rule_of_the_saved_config(
         written.append(rule)
 
     monkeypatch.setattr(polkit_rule, "write_rule", write_rule)
-    rule, _ = polkit_rule.write_following(paths)
+    rule, _, digest = polkit_rule.write_following(paths)
     assert len(written) == 2
     assert '"web.service"' in written[0]
     assert '"web.service"' not in written[-1] and '"db.service"' in written[-1]
     assert rule == written[-1]
+    assert digest == hashlib.sha256(NARROW.encode()).hexdigest()  # what --json reports
+
+
+def test_a_save_right_after_the_write_is_taken_while_the_run_waits_for_quiet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The operator saves, sees the rule change, and saves again at once (an edit undone):
+    the run started by the first save is still winding down, so the second starts nothing;
+    the unit's run waits for the file to stay quiet and writes the second save's rule."""
+    paths = _paths(tmp_path, WIDE)
+    written: list[str] = []
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+        if now[0] >= 1.0 and len(written) == 1:
+            paths.config.write_text(NARROW)  # a second after the rule was written
+
+    monkeypatch.setattr(polkit_rule, "write_rule", written.append)
+    rule, _, _ = polkit_rule.write_following(paths, 5.0, clock=lambda: now[0], sleep=sleep)
+    assert len(written) == 2 and rule == written[-1]
+    assert '"web.service"' not in rule and '"db.service"' in rule
+    assert now[0] >= 6.0  # quiet for 5 s after the second write, then done
 
 
 def test_a_config_that_never_settles_is_an_error_naming_it(

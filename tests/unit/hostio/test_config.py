@@ -199,3 +199,36 @@ def test_a_broken_edit_keeps_the_config_in_force_and_says_so_once(tmp_path: Path
     assert "max_stpes" in logs[0]["error"]
     path.write_text(VALID.replace("max_steps = 8", "max_steps = 6"))
     assert live.current().diagnose.max_steps == 6
+
+
+def test_a_file_caught_half_written_is_not_taken(tmp_path: Path) -> None:
+    """An editor truncates the file and writes it again: a daemon asking between the two
+    writes sees a valid prefix (here, the config without its last lines). It waits until
+    the file has been still for a moment, so only the whole file is ever in force."""
+    path = write(tmp_path, VALID)
+    whole = VALID.replace("max_steps = 8", "max_steps = 6")
+    waited: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waited.append(seconds)
+        path.write_text(whole)  # the editor's second write lands while the daemon waits
+
+    live = LiveConfig(path, sleep=sleep)
+    path.write_text(whole[: whole.index("max_steps")])  # the first write, still fresh
+    assert live.current().diagnose.max_steps == 6
+    assert waited and 0 < waited[0] <= 0.2
+
+
+def test_reload_reads_now_and_a_broken_edit_is_remembered_until_fixed(tmp_path: Path) -> None:
+    """``systemctl reload`` reads the file whether or not its stamp changed; the error of
+    a broken edit is kept for check-config to show, with the digest the daemon started
+    from, until a good file loads."""
+    path = write(tmp_path, VALID)
+    live = LiveConfig(path, sleep=lambda s: None)
+    started = live.digest
+    path.write_text(VALID.replace("max_steps = 8", "max_stpes = 8"))
+    live.reload()
+    assert "max_stpes" in live.error and live.digest == started
+    path.write_text(VALID.replace("max_steps = 8", "max_steps = 5"))
+    assert live.reload().diagnose.max_steps == 5
+    assert live.error == "" and live.digest != started and live.started_digest == started

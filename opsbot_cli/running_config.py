@@ -1,0 +1,184 @@
+"""Which config each running daemon has in force, for ``opsbot check-config``.
+
+The executor, the diagnosis service and the approver read opsbot.toml again before an
+answer whenever it changed (shared_io.live_config), keep the one read before when a new
+file does not load, and read a few keys only at start; the page reads the file only at
+start and tells the approver its digest with each relay. Each is asked over its own
+socket (``config``), and only if systemd says it runs: asking a socket-activated daemon
+that does not run would start it, and one that does not run reads the file when it next
+starts. What to run is said with each daemon that runs an older file."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from shared_io import framing
+from shared_io.errors import SocketUnavailable, UnitStateError
+from shared_io.paths import Paths, approver_socket_path
+from shared_io.unit_show import show
+from shared_schema.approver_socket import ConfigQuery, ConfigShown, Refused, parse_approver_reply
+from shared_schema.config_state import ConfigState
+from shared_schema.diagnose_socket import ConfigMessage, ErrorMessage
+from shared_schema.diagnose_socket import ConfigQuery as DiagnoseConfigQuery
+from shared_schema.executor_socket import ConfigReply, ShowConfig
+from shared_schema.messages import MAX_REPLY_BYTES, encode_message
+
+RELOAD = "sudo systemctl try-reload-or-restart"
+TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class Running:
+    """One daemon as check-config reports it."""
+
+    unit: str
+    #: "current", "older" (an edit did not load, or it reads keys only at start that
+    #: changed), "not running", or "unknown" (it could not be asked).
+    status: str
+    detail: str = ""
+    #: What to run ("" for nothing).
+    action: str = ""
+
+    def as_json(self) -> dict[str, str]:
+        return {"unit": self.unit, "status": self.status, "detail": self.detail, "do": self.action}
+
+
+def is_running(unit: str) -> bool | None:
+    """Whether systemd runs ``unit`` now (None: it could not say)."""
+    try:
+        [props] = show([unit], ("ActiveState",), timeout=TIMEOUT)
+    except UnitStateError:
+        return None
+    return props.get("ActiveState") in ("active", "reloading", "activating")
+
+
+def _judge(unit: str, state: ConfigState, digest: str) -> Running:
+    if state.error:
+        return Running(
+            unit,
+            "older",
+            f"keeps the file read before (sha256 {state.digest[:12]}): {state.error}",
+            f"fix the file; it is read again at the next answer (or `{RELOAD} {unit}`)",
+        )
+    if state.digest != digest:
+        return Running(
+            unit,
+            "older",
+            f"runs sha256 {state.digest[:12]}, the file is {digest[:12]}",
+            f"`{RELOAD} {unit}`",
+        )
+    if state.restart_keys:
+        return Running(
+            unit,
+            "older",
+            f"reads {', '.join(state.restart_keys)} only at start",
+            f"`sudo systemctl restart {unit}`",
+        )
+    return Running(unit, "current")
+
+
+def _ask_executor(paths: Paths) -> ConfigState | str:
+    from shared_schema import WireError, parse_reply
+
+    line = framing.exchange(
+        paths.executor_socket, encode_message(ShowConfig()), limit=MAX_REPLY_BYTES, timeout=TIMEOUT
+    )
+    try:
+        reply = parse_reply(line)
+    except WireError as exc:
+        return exc.message
+    return reply if isinstance(reply, ConfigReply) else getattr(reply, "reason", str(reply))
+
+
+def _ask_diagnose(paths: Paths) -> ConfigState | str:
+    line = framing.exchange(
+        paths.diagnose_socket,
+        encode_message(DiagnoseConfigQuery()),
+        limit=MAX_REPLY_BYTES,
+        timeout=TIMEOUT,
+    )
+    try:
+        return ConfigMessage.model_validate_json(line)
+    except ValidationError:
+        try:
+            return ErrorMessage.model_validate_json(line).message
+        except ValidationError:
+            return "a reply that is not one (an older version? restart it)"
+
+
+def _ask_approver() -> ConfigShown | str:
+    line = framing.exchange(
+        approver_socket_path(),
+        encode_message(ConfigQuery()),
+        limit=MAX_REPLY_BYTES,
+        timeout=TIMEOUT,
+    )
+    try:
+        reply = parse_approver_reply(line)
+    except ValidationError:
+        return "a reply that is not one (an older version? restart it)"
+    if isinstance(reply, Refused):
+        return reply.reason
+    return reply if isinstance(reply, ConfigShown) else f"answered {reply.op}"
+
+
+Ask = Callable[[], "ConfigState | str"]
+
+
+def running_configs(
+    paths: Paths, digest: str, running: Callable[[str], bool | None] = is_running
+) -> list[Running]:
+    """Each daemon's config against the file's ``digest``, in a fixed order."""
+    asks: list[tuple[str, Ask]] = [
+        ("opsbot-executor.service", lambda: _ask_executor(paths)),
+        ("opsbot-diagnose.service", lambda: _ask_diagnose(paths)),
+    ]
+    if os.geteuid() == 0:
+        asks.append(("opsbot-approver.service", _ask_approver))
+    found: list[Running] = []
+    for unit, ask in asks:
+        up = running(unit)
+        if up is None:
+            found.append(Running(unit, "unknown", "systemd could not say whether it runs"))
+            continue
+        if not up:
+            found.append(Running(unit, "not running", "reads the file when it next starts"))
+            continue
+        try:
+            state = ask()
+        except SocketUnavailable as exc:
+            found.append(Running(unit, "unknown", f"could not be asked: {exc.what}"))
+            continue
+        if isinstance(state, str):
+            found.append(Running(unit, "unknown", f"could not be asked: {state}"))
+            continue
+        found.append(_judge(unit, state, digest))
+        if isinstance(state, ConfigShown):
+            found.extend(_web(state, digest, running))
+    return found
+
+
+def _web(state: ConfigShown, digest: str, running: Callable[[str], bool | None]) -> list[Running]:
+    """The page, as it told the approver with its last relay (it reads the file only at
+    start: a restart takes an edit)."""
+    unit = "opsbot-web.service"
+    if state.web_digest is None or state.web_seen_at is None or not running(unit):
+        return []
+    if state.web_digest == digest:
+        return [Running(unit, "current")]
+    seen = state.web_seen_at.strftime("%H:%M UTC")
+    return [
+        Running(
+            unit,
+            "older",
+            f"ran sha256 {state.web_digest[:12]} at its last relay ({seen})",
+            f"`sudo systemctl restart {unit}`",
+        )
+    ]
+
+
+__all__ = ["Running", "is_running", "running_configs"]
