@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install opsbot on a host run by systemd, as an operator would:
-#   sudo packaging/install.sh [--venv DIR] [--offline] [--no-pip] [--enable] [--without-polkit]
+#   sudo packaging/install.sh [--venv DIR] [--offline | --wheelhouse DIR] [--no-pip] [--enable]
+#                             [--without-polkit]
 # - a virtualenv (Debian's python3) with opsbot and its dependencies,
 # - units in /etc/systemd/system, users and groups (systemd-sysusers),
 #   directories (systemd-tmpfiles --create), /etc/opsbot/opsbot.toml if absent,
@@ -8,6 +9,9 @@
 # - the man page opsbot(8) (generated from the parser) and bash completion for opsbot.
 # --offline installs opsbot itself without touching a package index (the venv must
 # already hold the dependencies, as in the test container).
+# --wheelhouse DIR: a host without a package index: opsbot and every dependency from the
+# wheels in DIR, made where there is one by packaging/ansible/build-wheelhouse.sh DIR
+# (from the same checkout; copy DIR over, e.g. with scp -r).
 # --no-pip: opsbot is already in the venv, e.g. from the Ansible role's wheelhouse: skip
 # creating the venv and pip (run as <venv>/share/opsbot/packaging/install.sh --no-pip, the
 # copy the wheel installs, it takes the units and files from <venv>/share/opsbot).
@@ -20,18 +24,35 @@ offline=0
 no_pip=0
 enable=0
 without_polkit=0
+wheelhouse=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --venv) venv=$2; shift 2 ;;
         --offline) offline=1; shift ;;
+        --wheelhouse)
+            [ $# -ge 2 ] || { echo "install.sh: --wheelhouse needs a DIR" >&2; exit 2; }
+            wheelhouse=$2; shift 2 ;;
         --no-pip) no_pip=1; shift ;;
         --enable) enable=1; shift ;;
         --without-polkit) without_polkit=1; shift ;;
-        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
         *) echo "install.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
 [ "$(id -u)" = 0 ] || { echo "install.sh: run as root" >&2; exit 1; }
+if [ -n "$wheelhouse" ]; then
+    wheels=("$wheelhouse"/opsbot-*.whl)
+    [ -f "${wheels[0]}" ] || {
+        echo "install.sh: no opsbot wheel in ${wheelhouse:-(none given)}: make it where there" \
+            "is a package index with packaging/ansible/build-wheelhouse.sh DIR" >&2
+        exit 2
+    }
+    [ "${#wheels[@]}" = 1 ] || {
+        echo "install.sh: ${#wheels[@]} opsbot wheels in $wheelhouse: build it again" \
+            "(build-wheelhouse.sh removes the old one)" >&2
+        exit 2
+    }
+fi
 src=$(cd "$(dirname "$0")/.." && pwd)
 
 step() { printf '==> %s\n' "$*"; }
@@ -54,7 +75,12 @@ else
     tar -C "$src" --exclude=.git --exclude='*.egg-info' --exclude=build -cf - . \
         | tar -C "$build" -xf -
     step "installing opsbot into $venv"
-    if [ "$offline" = 1 ]; then
+    if [ -n "$wheelhouse" ]; then
+        # The dependencies from the wheelhouse, then its opsbot wheel over any installed
+        # one of the same version (a checkout's version changes seldom).
+        "$venv/bin/pip" install --quiet --no-index --find-links "$wheelhouse" "${wheels[0]}"
+        "$venv/bin/pip" install --quiet --no-index --no-deps --force-reinstall "${wheels[0]}"
+    elif [ "$offline" = 1 ]; then
         "$venv/bin/pip" install --quiet --no-deps --no-index --no-build-isolation "$build"
     else
         "$venv/bin/pip" install --quiet "$build"

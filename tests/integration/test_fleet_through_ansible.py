@@ -13,6 +13,7 @@ that goes STALE stops the rollout before the next batch.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -22,7 +23,7 @@ from typing import Any
 import pytest
 
 from shared_schema.canonical import canonical_json, sha256_hex
-from testbed.container import REPO_ROOT, _exec, can_boot
+from testbed.container import REPO_MOUNT, REPO_ROOT, _exec, can_boot
 from testbed.faults import Fault, inject_app_killed, inject_db_killed
 from testbed.fleet import Fleet, FleetHost, PlaybookRun, can_make_netns
 from testbed.skips import skip_unless
@@ -444,3 +445,24 @@ def _export_entry(plan_id: str, hostname: str, event: str) -> str:
         "PRIORITY": "6",
     }
     return "".join(f"{k}={v}\n" for k, v in fields.items()) + "\n"
+
+
+def test_a_single_host_without_an_index_installs_from_the_wheelhouse(fleet: Fleet) -> None:
+    """One host, no Ansible and no package index: the operator copies the wheelhouse over
+    and runs ``install.sh --wheelhouse DIR`` from the checkout; opsbot and every dependency
+    come from the wheels, and the console and the executor answer from the new venv.
+    (Last in the module: it reinstalls web3.)"""
+    host = fleet["web3"]
+    host.run(["rm", "-rf", "/opt/opsbot/venv", "/root/wheelhouse"])
+    # The copy an operator makes with scp -r, through the container's root on this side.
+    shutil.copytree(fleet.vars["opsbot_wheelhouse"], host.ct.root / "root" / "wheelhouse")
+    done = host.run(
+        ["bash", f"{REPO_MOUNT}/packaging/install.sh", "--wheelhouse", "/root/wheelhouse"],
+        check=False,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    shown = host.run(["/opt/opsbot/venv/bin/pip", "show", "--files", "opsbot"]).stdout
+    assert "Location: /opt/opsbot/venv/lib/" in shown, shown  # a wheel, not a source link
+    host.run(["systemctl", "restart", "opsbot-executor.socket"])
+    assert isinstance(cli(host, "plans"), list)
