@@ -14,12 +14,17 @@ the configured scope, and its journal reads stay there:
 * never a unit of the builtin denylist (opsbot's own, systemd's daemons, dbus, polkit,
   ssh, getty), whatever the config says.
 
+A unit outside the scope that systemd does not know (``LoadState=not-found``, asked
+through ``systemctl show`` like every read) is refused as systemctl refuses it, "Unit
+nosuch.service could not be found.", not with advice to widen the scope by a typo.
+
 Unit status stays readable for every unit (``systemctl show`` answers any local user);
 what the scope guards is the journal, and what is quoted from it is redacted.
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -42,14 +47,23 @@ WIDEN = (
     "add it to [diagnose] scope in /etc/opsbot/opsbot.toml (units opsbot may diagnose "
     "but not touch) or to [executor.allow]"
 )
+#: What the scope holds, for the hint of a refusal.
+HOLDS = (
+    "the scope: the units opsbot may act on, the health targets' units, [diagnose] scope, "
+    f"and their dependencies to depth {DEPTH}"
+)
 
 Show = Callable[[Sequence[str], Sequence[str]], Sequence[Mapping[str, str]]]
 
 
 class OutOfScope(UsageError):
-    """The unit is outside the diagnosis scope; the message says which key widens it."""
+    """The unit is outside the diagnosis scope; the hint says which key widens it."""
 
     exit_status = REFUSED
+
+
+class UnitNotFound(OutOfScope):
+    """systemd knows no unit of that name: the name is wrong, and no key would help."""
 
 
 def configured_units(config: OpsbotConfig) -> set[str]:
@@ -74,21 +88,45 @@ class Scope:
     def allows(self, unit: str) -> bool:
         return unit in self.units and not _denied(unit)
 
-    def require(self, unit: str) -> None:
-        """OutOfScope unless ``unit`` may be diagnosed."""
+    def require(self, unit: str, show_units: Show = show) -> None:
+        """OutOfScope unless ``unit`` may be diagnosed; UnitNotFound where systemd
+        (asked through ``show_units``) says it has no such unit."""
         if self.allows(unit):
             return
         if _denied(unit):
             raise OutOfScope(
-                f"{unit} is never diagnosed through opsbot: its journal may hold what "
-                "operators must not read (opsbot's builtin denylist)",
-                hint=f"read it yourself: journalctl -u {unit} (as root)",
+                f"{unit} is never diagnosed through opsbot (its builtin denylist)",
+                hint="its journal may hold what operators must not read; as root, read it "
+                f"yourself: journalctl -u {unit}",
+            )
+        if _not_found(unit, show_units):
+            near = self.nearest(unit)
+            listed = "`systemctl list-unit-files` lists the units this host has"
+            raise UnitNotFound(
+                f"Unit {unit} could not be found.",
+                hint=f"did you mean {near}? ({listed})" if near else listed,
             )
         raise OutOfScope(
-            f"{unit} is not in the diagnosis scope (the units opsbot may act on, the health "
-            f"targets' units, [diagnose] scope, and their dependencies to depth {DEPTH})",
-            hint=f"to diagnose it, {WIDEN}",
+            f"{unit} is not in the diagnosis scope", hint=f"to diagnose it, {WIDEN}; {HOLDS}"
         )
+
+    def nearest(self, unit: str) -> str | None:
+        """The unit in scope of the same type whose name ``unit`` most likely misspells
+        (names compared without their type: every service ends in .service)."""
+        stem, _, kind = unit.rpartition(".")
+        names = {u.rpartition(".")[0]: u for u in self.units if u.rpartition(".")[2] == kind}
+        close = difflib.get_close_matches(stem, sorted(names), n=1)
+        return names[close[0]] if close else None
+
+
+def _not_found(unit: str, show_units: Show) -> bool:
+    """Whether systemd says it has no unit ``unit`` (``LoadState=not-found``); False
+    where it cannot say."""
+    try:
+        blocks = show_units([unit], ("LoadState",))
+    except CommandFailed:
+        return False
+    return len(blocks) == 1 and blocks[0].get("LoadState", "") == "not-found"
 
 
 def _names(value: str) -> Iterable[str]:

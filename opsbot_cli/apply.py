@@ -345,7 +345,8 @@ def _print_dry_run(outcomes: list[dict[str, Any]], verbose: bool) -> None:
             for line in fit(argv, f"  {index}. ", lines=1, verbose=verbose):
                 out(line)
             for check in step["checks"]:
-                said = f"{one_line(check['text'])}: {'yes' if check['holds'] else 'NO'}"
+                verdict = "as expected" if check["holds"] else "not as expected"
+                said = f"{one_line(check['text'])}: {verdict}"
                 for line in fit(said, "     ", lines=2, verbose=verbose):
                     out(line)
             for line in fit(f"-> {printable(step['does'])}", "     ", lines=1, verbose=verbose):

@@ -3,14 +3,20 @@
 The stored plan belongs to the executor's user, which could rewrite it, and its sha256
 with it, between ``opsbot show`` and ``opsbot approve``. So approve binds:
 
-- on a terminal (without ``--sha256``): the plan as root reads it now, shown (its steps as
-  argv, its sha256) and confirmed with ``y``;
+- on a terminal (without ``--sha256``): the plan as root reads it now, shown for review
+  (:func:`review_lines`: its id, the host, its sha256, each step as ``opsbot show`` prints
+  it, with its argv and its precondition against the unit's live state, when it would
+  run) and confirmed with ``y``;
 - with ``--sha256 PREFIX`` (at least 12 hex digits of the sha256 ``opsbot show`` printed
   or the submit reply carried): only a plan whose sha256 starts with it;
 - without a terminal and without ``--sha256``: nothing (one line saying to pass it);
 
 and in every case only if opsbot-executor.service's own ``plan.accepted`` journal entry
-for the id names the same sha256 (plans/witness.py, plans/gate.py).
+for the id names the same sha256 (plans/witness.py, plans/gate.py). plans.decisions
+decides; where the console knows more of why it refused (:func:`explained`), it says
+so: a ``--sha256`` that matches neither the plan nor what the executor logged is a
+mistyped one, not a plan that changed; a plan that ran was applied once, and its story
+is in ``opsbot audit ID``.
 
 Then it says what will apply the plan, as systemd has it now: opsbot-apply.path (active:
 an apply starts at once), else opsbot-apply.timer (its next run), else nothing. Where
@@ -28,12 +34,15 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import socket
 import sys
+import textwrap
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
+from opsbot_cli import screen, steps
 from opsbot_cli.errors import ConsoleError, UsageError
 from opsbot_cli.follow import follow, next_plan, say_change
 from opsbot_cli.output import (
@@ -49,8 +58,11 @@ from opsbot_cli.output import (
 )
 from opsbot_cli.polkit_rule import ensure_rule
 from plans import (
+    Accepted,
+    ApprovalRefused,
     Approved,
-    LiveStates,
+    PlanError,
+    PlanRefused,
     PlanStore,
     Reviewed,
     StatusRecord,
@@ -59,7 +71,6 @@ from plans import (
     approval_expiry,
     approve,
     is_sha256_prefix,
-    precondition_checks,
     privilege_mode,
     review,
     start_apply,
@@ -74,13 +85,29 @@ from plans import (
 )
 from plans.polkit import grant_path, plan_verbs, render_grant
 from shared_io.config import load_config
+from shared_io.errors import OpsbotError
 from shared_io.exit_codes import OK, REFUSED, WAITING, at_timeout, for_state
 from shared_io.paths import Paths
-from shared_io.unit_show import read_unit_state
+from shared_schema.states import PlanState
 from shared_schema.timespan import parse_timespan
+
+if TYPE_CHECKING:
+    from shared_io.unit_show import UnitState
 
 #: ``--wait`` gives up after this long unless ``--timeout`` says otherwise.
 WAIT_DEFAULT = "15min"
+#: The review's first column: ``approval `` and every label after it.
+LABEL = 10
+#: The states of a plan whose steps ran, or run now: it was approved and applied once.
+RAN = frozenset(
+    {
+        PlanState.APPLYING,
+        PlanState.APPLIED,
+        PlanState.VERIFIED,
+        PlanState.UNRESOLVED,
+        PlanState.FAILED,
+    }
+)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -176,8 +203,8 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
     prefix = sha256_arg(args.sha256) if args.sha256 is not None else None
     if prefix is None and not sys.stdin.isatty():
         raise UsageError(
-            "no terminal to confirm on: pass --sha256 PREFIX, at least 12 hex digits of the "
-            f"sha256 you reviewed (`opsbot show {plan_id}`)"
+            "no terminal to confirm on: pass --sha256 PREFIX",
+            hint=f"at least 12 hex digits of the sha256 you reviewed (`opsbot show {plan_id}`)",
         )
     config = load_config(paths.config)
     ceiling = config.executor.approval_ttl_seconds
@@ -199,27 +226,35 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
     window = window_state(windows, utcnow()) if windows and not args.now else None
     store = PlanStore(paths.state_dir)
     accepted = witness.accepted(plan_id)
-    if prefix is None:
-        reviewed = review(store, paths.approvals_dir, plan_id, accepted)
-        stream = sys.stderr if args.json else sys.stdout
-        waits = window is not None and not window.open
-        if not confirmed(reviewed, ttl, stream, window=window if waits else None, until=expires):
-            raise ConsoleError(f"plan {plan_id} was not approved: the answer was not yes")
-        prefix = reviewed.record.sha256
-    # Before the approval exists: a run going on now may never see it.
-    busy = watched(paths) and apply_running()
-    done = approve(
-        store,
-        paths.approvals_dir,
-        plan_id,
-        sha256_prefix=prefix,
-        accepted=accepted,
-        approver=operator_name(),
-        now=utcnow(),
-        ttl_seconds=ttl,
-        windows=windows,
-        override_window=args.now,
-    )
+    typed = prefix
+    try:
+        if prefix is None:
+            reviewed = review(store, paths.approvals_dir, plan_id, accepted)
+            stream = sys.stderr if args.json else sys.stdout
+            runs = runs_words(bool(windows), args.now, window, utcnow())
+            waits = window is not None and not window.open
+            if not confirmed(reviewed, ttl, stream, runs=runs, until=expires if waits else None):
+                raise ConsoleError(f"plan {plan_id} was not approved: the answer was not yes")
+            prefix = reviewed.record.sha256
+        # Before the approval exists: a run going on now may never see it.
+        busy = watched(paths) and apply_running()
+        done = approve(
+            store,
+            paths.approvals_dir,
+            plan_id,
+            sha256_prefix=prefix,
+            accepted=accepted,
+            approver=operator_name(),
+            now=utcnow(),
+            ttl_seconds=ttl,
+            windows=windows,
+            override_window=args.now,
+        )
+    except PlanError as exc:
+        better = explained(exc, store, plan_id, typed, accepted)
+        if better is None:
+            raise
+        raise better from exc
     if args.now and windows:
         grant_now(done)
     if done.window.open:
@@ -229,6 +264,8 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
     else:
         next_apply, applies = window_apply(paths, done.window, utcnow())
     said = {
+        "plan_id": plan_id,
+        "sha256": done.record.sha256,
         "approval": done.approval.model_dump(mode="json"),
         "next_apply": next_apply,
         "applies": applies,
@@ -313,45 +350,135 @@ def _iso(at: datetime | None) -> str | None:
     return at.isoformat() if at else None
 
 
+def runs_words(windows: bool, override: bool, window: WindowState | None, now: datetime) -> str:
+    """When the plan would run, approved ``now``: at once (no apply window is set, one is
+    open, or ``--now`` overrides them), or in its apply window."""
+    if not windows:
+        return "at once (no apply window is set)"
+    if override:
+        return "at once: --now overrides its apply window"
+    if window is None or window.open:
+        return "at once: its apply window is open now"
+    return state_text(window, now)
+
+
+def review_lines(
+    reviewed: Reviewed,
+    read: steps.ReadState,
+    *,
+    runs: str,
+    holds: str,
+    width: int,
+    host: str = "",
+) -> list[str]:
+    """The plan as root reads it now, for review, in lines of at most ``width``
+    columns: its id, the host, its sha256 (short: ``--json`` and ``opsbot show`` have it
+    whole), goal, who submitted it and when, each step as ``opsbot show`` prints it (its
+    argv, its preconditions against the live state ``read`` reads), when it ``runs``,
+    how long the approval ``holds``."""
+    record, plan = reviewed.record, reviewed.plan
+    lines: list[str] = []
+
+    def say(label: str, text: str) -> None:
+        lines.extend(
+            textwrap.wrap(
+                text,
+                width,
+                initial_indent=f"{label:<{LABEL}}",
+                subsequent_indent=" " * LABEL,
+                break_on_hyphens=False,
+            )
+        )
+
+    say("plan", f"{record.plan_id} ({reviewed.status.state})")
+    say("host", printable(host or socket.gethostname()))
+    say("sha256", f"{record.sha256[:16]}… (whole in `opsbot show {record.plan_id}` and in --json)")
+    say("goal", printable(plan.goal))
+    say("submitted", f"{when(record.submitted_at)} by {printable(record.submitted_by.user)}")
+    lines.append("steps (each runs as this argv, no shell):")
+    states: dict[str, UnitState | str] = {}
+    stale = False
+    for index, (step, argv) in enumerate(
+        zip(plan.model_dump(mode="json")["steps"], step_argv(plan), strict=True), 1
+    ):
+        unit = step["args"]["unit"]
+        state = states[unit] if unit in states else states.setdefault(unit, read(unit))
+        lines += steps.lines(index, step, argv, state=state, width=width)
+        stale = stale or not steps.holds(step.get("expect"), state)
+    if stale:
+        say("note", "a precondition is not as expected now: the apply would find the plan STALE")
+    say("runs", runs)
+    say("approval", holds)
+    return lines
+
+
 def confirmed(
     reviewed: Reviewed,
     ttl: int,
     stream: TextIO,
     *,
-    window: WindowState | None = None,
+    runs: str = "at once",
     until: datetime | None = None,
+    read: steps.ReadState | None = None,
 ) -> bool:
-    """Show the plan as root reads it now and ask; True only for "y" or "yes". ``window``:
-    the apply window it would wait for (closed now), and ``until`` the approval's end."""
-    record, plan = reviewed.record, reviewed.plan
-    live = LiveStates(read_unit_state)
+    """Show the plan for review (:func:`review_lines`, folded to ``$COLUMNS``, at most
+    100) and ask; True only for "y" or "yes". ``runs``: when it would run; ``until``:
+    where it waits for an apply window, the end of the approval's life."""
+    if read is None:
+        from opsbot_cli import live  # systemctl show, as opsbot show reads it
 
-    def say(text: str) -> None:
-        print(text, file=stream)
-
-    say(f"plan      {record.plan_id} ({reviewed.status.state})")
-    say(f"sha256    {record.sha256}")
-    say(f"goal      {printable(plan.goal)}")
-    say(f"submitted {when(record.submitted_at)} by {printable(record.submitted_by.user)}")
-    say("steps (each runs as this argv, no shell):")
-    for index, (step, argv) in enumerate(zip(plan.steps, step_argv(plan), strict=True), 1):
-        say(f"  {index}. {shlex.join(argv)}")
-        if step.expect is not None:
-            say(f"     expect {step.expect.model_dump_json(exclude_none=True)}")
-            state = live.get(step.args.unit)
-            if isinstance(state, str):
-                say(f"     live state unknown: {printable(state)}")
-            for check in [] if isinstance(state, str) else precondition_checks(step.expect, state):
-                say(f"     now    {printable(check.line())}")
-        if step.reason:
-            say(f"     why    {printable(step.reason)}")
-    holds = f"for {ttl} s"
-    if window is not None and until is not None:
-        holds = f"to run {state_text(window, until)} (it holds until {when(until)})"
-    print(
-        f"Approve exactly this plan (sha256 {record.sha256[:16]}...) {holds}? [y/N] ",
-        end="",
-        file=stream,
-        flush=True,
-    )
+        read = live.read
+    holds = f"holds {ttl} s from your yes"
+    if until is not None:
+        holds = f"holds until the end of that window, {when(until)}"
+    width = screen.columns()
+    for line in review_lines(reviewed, read, runs=runs, holds=holds, width=width):
+        print(line, file=stream)
+    print("Approve? [y/N] ", end="", file=stream, flush=True)
     return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
+def explained(
+    refusal: PlanError, store: PlanStore, plan_id: str, typed: str | None, accepted: Accepted
+) -> OpsbotError | None:
+    """Why approve refused (``refusal``, plans.decisions' words), said better where the
+    console knows more, or None: a plan whose steps ran was applied (when, and where its
+    story is), it is not a plan to diagnose again; an approvable plan refused for a
+    ``--sha256`` the operator ``typed`` that matches neither the stored plan nor any
+    sha256 the executor logged for it: that was mistyped or copied from another plan (the
+    plan did not change). A plan in any other state is refused for its state first."""
+    try:
+        record = store.load(plan_id)
+        status = store.status(plan_id, record)
+    except OpsbotError:
+        return None
+    if status.state in RAN:
+        return applied(plan_id, status)
+    approvable = status.state in (PlanState.PROPOSED, PlanState.APPROVED)
+    if not approvable or not isinstance(refusal, ApprovalRefused) or typed is None:
+        return None
+    if not any(sha.startswith(typed) for sha in [record.sha256, *accepted.sha256s]):
+        return ApprovalRefused(
+            f"plan {plan_id} does not match what you reviewed: nothing was approved",
+            hint=f"`opsbot show {plan_id}` prints its sha256, which starts {record.sha256[:16]}, "
+            f"not {typed[:16]}: compare the digits you passed to --sha256",
+        )
+    return None
+
+
+def applied(plan_id: str, status: StatusRecord) -> PlanRefused:
+    """A plan whose steps ran (or run now) is not approved again: when it was applied,
+    and where its story is told."""
+    audit = f"see `opsbot audit {plan_id}` for what ran and what came of it; nothing was approved"
+    if status.state is PlanState.APPLYING:
+        began = [t.at for t in status.history if t.state is PlanState.APPLYING]
+        since = f" since {when(began[-1])}" if began else ""
+        return PlanRefused(
+            f"plan {plan_id} is being applied now{since}", hint=f"{audit} (it was approved)"
+        )
+    ended = [t.at for t in status.history if t.state in (PlanState.APPLIED, PlanState.FAILED)]
+    at = f" at {when(ended[-1])}" if ended else ""
+    return PlanRefused(
+        f"plan {plan_id} was applied{at} ({status.state})",
+        hint=f"{audit} (a plan is approved and applied once)",
+    )

@@ -6,9 +6,10 @@ to /etc/opsbot/totp/NAME (the directory root's, 0700; the file root's, 0600; wri
 atomically), which opsbot-approver.service loads as its credential ``totp_NAME``
 (``LoadCredential=totp:/etc/opsbot/totp``); no other unit can read it. It prints the
 ``otpauth://`` provisioning URI and, on a terminal (or with ``--qr``), its QR code, for
-NAME's authenticator app, and says to add ``[approvers.NAME]`` to opsbot.toml if it is
-not there. An existing secret is replaced only with ``--replace`` (the old one's codes
-stop working). ``$OPSBOT_TOTP_DIR`` moves the directory (tests).
+NAME's authenticator app (off a terminal, a line saying that ``--qr`` prints the code
+anyway), and says to add ``[approvers.NAME]`` to opsbot.toml if it is not there. An
+existing secret is replaced only with ``--replace`` (the old one's codes stop working).
+``$OPSBOT_TOTP_DIR`` moves the directory (tests).
 
 ``list`` (root) shows the configured approvers, whether each has a secret, and the
 channels that carry their links.
@@ -157,14 +158,14 @@ def run_add(args: argparse.Namespace, paths: Paths) -> int:
 
         sys.stdout.flush()
         segno.make(uri, error="m").terminal(out=sys.stdout, compact=True)
+    else:
+        out("(no QR code: this is not a terminal; --qr prints it anyway)")
     if not configured:
-        out(f"{name} is not in {paths.config} yet; add, with the channels for their links:")
+        out(f"add {name} to {paths.config}, with the channels for their links:")
         out(f"  [approvers.{name}]")
         out('  notify = ["CHANNEL"]')
-    out(
-        "opsbot-approver reads the secret when it next starts (it exits when idle; "
-        "or `systemctl restart opsbot-approver.service`)"
-    )
+    out("opsbot-approver reads the secret when it next starts (it exits when idle),")
+    out("or at once: systemctl restart opsbot-approver.service")
     return OK
 
 

@@ -1,4 +1,6 @@
-"""``opsbot audit ID``: the plan's story from the journal, trusted entries only.
+"""``opsbot audit ID``: the plan's story from the journal, trusted entries only, after a
+one-line summary of it (:func:`summary`: who proposed what, who approved it, what ran,
+and where it ended).
 ``opsbot audit --verify ID`` (or ``--verify --since DAY``): its chained trail checked
 (opsbot_cli/audit_verify.py), exit 5 when an entry is missing, altered or out of order.
 
@@ -10,6 +12,7 @@ that host's files alone and believing only what it may say of itself (story.py).
 from __future__ import annotations
 
 import argparse
+import shlex
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,7 +20,7 @@ from pathlib import Path
 from opsbot_cli.audit_verify import verify_days, verify_plan
 from opsbot_cli.errors import ConsoleError, UsageError
 from opsbot_cli.output import command, fit, json_out, out, plan_id_arg, printable, when
-from opsbot_cli.screen import show
+from opsbot_cli.screen import WIDTH, cut, show
 from opsbot_cli.story import (
     REMOTE_DIR,
     SOURCES_MAP,
@@ -31,6 +34,10 @@ from opsbot_cli.story import (
 )
 from shared_io.exit_codes import REFUSED
 from shared_io.paths import Paths
+from shared_schema.states import PlanState
+
+#: The state each event of a plan's story leaves it in (``plan.verified``: VERIFIED).
+STATE_OF = {"plan.accepted": "PROPOSED"} | {f"plan.{s.lower()}": s.value for s in PlanState}
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -139,13 +146,15 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
             hint = f"does the plan's host send its journal here? `ls {remote_dir}`; {hint}"
         raise ConsoleError(f"no journal entries from opsbot for plan {plan_id}{where}", hint=hint)
     lines = _entry_lines(entries, args.verbose)
+    if entries:
+        lines = [summary(plan_id, entries, args.verbose), "", *lines]
     if ignored:
         lines.append(f"({ignored} entries naming this plan were ignored: not written by opsbot)")
     if unreadable:
         lines.append(f"(the other hosts' journals in {remote_dir} need root: sudo opsbot audit)")
     for story in stories:
         if story.entries or story.ignored or args.host is not None:
-            lines += _host_lines(story, args.verbose, first=not lines)
+            lines += _host_lines(plan_id, story, args.verbose, first=not lines)
     show(lines, no_pager=args.no_pager)  # a long story pages on a terminal, as journalctl's
     return 0
 
@@ -217,13 +226,16 @@ def _entry_lines(entries: list[AuditEntry], verbose: bool) -> list[str]:
     return lines
 
 
-def _host_lines(story: HostStory, verbose: bool, *, first: bool) -> list[str]:
-    """One sending host's section: its name and file, its story, what it may not say."""
+def _host_lines(plan_id: str, story: HostStory, verbose: bool, *, first: bool) -> list[str]:
+    """One sending host's section: its name and file, the summary of its story, the
+    story, what it may not say."""
     files = story.files[0].name if story.files else "no file"
     if len(story.files) > 1:
         files += f" and {len(story.files) - 1} archived"
     lines = [] if first else [""]
     lines.append(f"host {printable(story.host)}  ({printable(files)})")
+    if story.entries:
+        lines.append(summary(plan_id, story.entries, verbose))
     lines += _entry_lines(story.entries, verbose) or ["    (nothing this host may say of the plan)"]
     untrusted = story.ignored - len(story.forged)
     if untrusted:
@@ -238,3 +250,76 @@ def _short(key: str, value: str, verbose: bool) -> str:
     if not verbose and key.endswith("SHA256") and len(value) == 64:
         return value[:16] + "..."
     return value
+
+
+def summary(plan_id: str, entries: list[AuditEntry], verbose: bool = False) -> str:
+    """The story of ``plan_id`` in one line of at most 100 columns (whole if ``verbose``):
+    who proposed what, who approved it (or rejected it), what ran and how each step
+    ended, and the state it is in, as its own entries say (an incident's other plans are
+    in the story, not here)::
+
+        opsbot-diagnose proposed "Restart app"; bob approved; ran restart app.service (ok): VERIFIED
+
+    Where it would not fit, the steps are counted (``ran 3 steps (2 ok, 1 failed)``),
+    then the goal is cut; the state is always said."""
+    own = [e for e in entries if e.plan_id == plan_id]
+    accepted = next((e for e in own if e.event == "plan.accepted"), None)
+    proposer = _proposer(accepted, entries)
+    goal = printable(" ".join(accepted.fields.get("GOAL", "").split())) if accepted else ""
+    decided = [e for e in own if e.event in ("plan.approved", "plan.rejected")]
+    decision = "not approved"
+    if decided:
+        by = printable(decided[-1].fields.get("APPROVER", "someone"))
+        decision = f"{by} approved" if decided[-1].event == "plan.approved" else f"{by} rejected it"
+    finished = [e for e in own if e.event == "step.finished"]
+    outcomes = [printable(e.fields.get("OUTCOME", "?")) for e in finished]
+    each = ", ".join(f"{_did(e)} ({o})" for e, o in zip(finished, outcomes, strict=True))
+    counted = ", ".join(f"{n} {o}" for o, n in Counter(outcomes).items())
+    plural = "" if len(finished) == 1 else "s"
+    ran = [f"ran {each}", f"ran {len(finished)} step{plural} ({counted})"] if finished else []
+    states = [STATE_OF[e.event] for e in own if e.event in STATE_OF]
+    verdict = states[-1] if states else "no state recorded"
+
+    def line(goal: str | None, ran: str) -> str:
+        """The summary, the goal quoted (None: "proposed it")."""
+        what = "it" if goal is None else f'"{goal}"'
+        return f"{proposer} proposed {what}; {decision}; {ran}: {verdict}"
+
+    choices = ran or ["nothing ran"]
+    whole = goal or None
+    if verbose:
+        return line(whole, choices[0])
+    for said in choices:  # the goal whole, with each step or with them counted
+        if len(line(whole, said)) <= WIDTH:
+            return line(whole, said)
+    room = WIDTH - len(line("", choices[-1]))  # what the goal may take between its quotes
+    if goal and room >= 12:
+        return line(cut(goal, room), choices[-1])
+    return cut(line(None, choices[-1]), WIDTH)
+
+
+def _proposer(accepted: AuditEntry | None, entries: list[AuditEntry]) -> str:
+    """Who submitted the plan: the user the executor saw (``PEER_UID``), else the unit
+    of the diagnosis run that proposed it (its entries share the ``RUN_ID``)."""
+    if accepted is None:
+        return "an unknown submitter"
+    if accepted.peer:
+        return printable(accepted.peer)
+    run_id = accepted.fields.get("RUN_ID")
+    for entry in entries:
+        if run_id and entry.event.startswith("diagnose.") and entry.fields.get("RUN_ID") == run_id:
+            return printable(entry.source.split(" ")[0].removesuffix(".service"))
+    return "an unknown submitter"
+
+
+def _did(entry: AuditEntry) -> str:
+    """What a finished step did, as ``restart app.service`` (its argv, shortened from
+    ``systemctl restart --no-ask-password -- app.service``)."""
+    argv = entry.fields.get("ARGV", "")
+    try:
+        words = shlex.split(argv)
+    except ValueError:
+        words = []
+    if len(words) >= 3 and words[0] == "systemctl":
+        return printable(f"{words[1]} {words[-1]}")
+    return printable(argv) or f"step {printable(entry.fields.get('STEP', '?'))}"

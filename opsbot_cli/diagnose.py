@@ -3,9 +3,9 @@ as it happens, then the plan it proposed or its note.
 
 Exit status (shared_io/exit_codes.py): 3 a plan was proposed and waits for approval; 0
 no change is warranted (the unit is healthy); 4 a note naming what a human must do (or
-why the run stopped before a cause was found); 5 refused (out of the diagnosis scope, or
-the executor refused the plan); 1 the diagnosis could not be made (a daemon away, the
-model endpoint down); 78 an invalid configuration.
+why the run stopped before a cause was found); 5 refused (a unit systemd does not know or
+one out of the diagnosis scope, or the executor refused the plan); 1 the diagnosis could
+not be made (a daemon away, the model endpoint down); 78 an invalid configuration.
 """
 
 from __future__ import annotations
@@ -57,6 +57,15 @@ def verdict_status(verdict: PlanVerdict | NoteVerdict) -> int:
     return HUMAN
 
 
+def refusal(item: ErrorMessage) -> str:
+    """The service's error as the console says it: a refusal (a unit systemd does not
+    know, or one out of the diagnosis scope) in the service's words, as systemctl says
+    them; anything else as the diagnosis having failed."""
+    if item.exit_status == REFUSED or item.message.startswith("diagnosis failed"):
+        return item.message
+    return f"diagnosis failed: {item.message}"
+
+
 def print_event(item: StartedEvent | StepEvent | FinishedEvent, verbose: bool = False) -> None:
     if isinstance(item, StartedEvent):
         out(
@@ -84,9 +93,7 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
     request = DiagnoseRequest(unit=unit, symptom=args.symptom)
     for item in diagnose_stream(paths.diagnose_socket, request):
         if isinstance(item, ErrorMessage):
-            raise ConsoleError(
-                f"diagnosis failed: {item.message}", hint=item.hint, exit_status=item.exit_status
-            )
+            raise ConsoleError(refusal(item), hint=item.hint, exit_status=item.exit_status)
         if isinstance(item, VerdictMessage):
             verdict = item.verdict
             break

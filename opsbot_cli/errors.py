@@ -3,6 +3,8 @@
     shared_io.errors.OpsbotError   base: .message, .hint, .exit_status
     └── ConsoleError               the console could not do what was asked (exit 1)
         └── UsageError             bad arguments, or the wrong user for the command (exit 2)
+            └── RootRequired       a root-only command run by another user; main.py's
+                                   hint repeats the command line with sudo
 
 Errors of the executor (plans.errors) and of the sockets (shared_io.errors) reach
 the same handler in main.py with their own statuses. What comes from outside that tree
@@ -27,6 +29,15 @@ class UsageError(ConsoleError):
     exit_status = 2
 
 
+class RootRequired(UsageError):
+    """A root-only command run by another user."""
+
+
+def again_as_root(argv: list[str]) -> str:
+    """The command line the user typed, as root: ``sudo opsbot ARGV``."""
+    return shlex.join(["sudo", "opsbot", *argv])
+
+
 def from_os_error(exc: OSError, argv: list[str]) -> ConsoleError:
     """``exc`` raised while running ``opsbot ARGV``, said as what to do about it.
 
@@ -36,7 +47,7 @@ def from_os_error(exc: OSError, argv: list[str]) -> ConsoleError:
     """
     where = str(exc.filename) if exc.filename is not None else "a file opsbot needs"
     what = exc.strerror or type(exc).__name__
-    again = shlex.join(["sudo", "opsbot", *argv])
+    again = again_as_root(argv)
     look = f"`ls -ld {shlex.quote(where)}`" if exc.filename is not None else "its paths"
     if isinstance(exc, PermissionError):
         if os.geteuid() != 0:

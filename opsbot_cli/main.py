@@ -15,10 +15,11 @@
     opsbot polkit-rule [--write]  the polkit rule generated from the policy
     opsbot firewall [--write]     IP filters and the page's socket, from the config
 
-Errors are one line on stderr (and a hint line saying what to do) and a non-zero exit
-status, for every user: 1 an error (a daemon away, permission denied, a file opsbot cannot
-use, an internal error), 2 usage (bad arguments, or a root-only command as another user),
-78 an invalid configuration; never a traceback (OPSBOT_DEBUG=1 shows one for an internal
+Errors are an ``opsbot: error:`` message on stderr (and an ``opsbot: hint:`` saying what
+to do), each folded to 100 columns (opsbot_cli/say.py), and a non-zero exit status, for
+every user: 1 an error (a daemon away, permission denied, a file opsbot cannot use, an
+internal error), 2 usage (bad arguments, or a root-only command as another user), 78 an
+invalid configuration; never a traceback (OPSBOT_DEBUG=1 shows one for an internal
 error). --json where scripts read.
 """
 
@@ -31,7 +32,8 @@ from collections.abc import Sequence
 from importlib import import_module
 from typing import NamedTuple
 
-from opsbot_cli.errors import from_os_error, internal_error
+from opsbot_cli.errors import RootRequired, again_as_root, from_os_error, internal_error
+from opsbot_cli.say import Parser, error_lines
 from shared_io.errors import ConfigError, OpsbotError
 from shared_io.exit_codes import ERROR, TABLE, help_text
 from shared_io.paths import Paths
@@ -147,7 +149,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser of every command (``argv`` None: for tests and the man page), or the
     one ``argv`` needs: the real parser of the command it names, and for every other
     command only its line in --help (the same --help, without importing its module)."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="opsbot",
         description="Review, approve and apply the fixes opsbot proposes for failed systemd\n"
         "services. Nothing changes on the host until root approves a plan's exact sha256\n"
@@ -181,10 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         status: int = _run(args, argv)
         return status
     except OpsbotError as exc:
-        # The error is one line, whole, for scripts to read; its hint wraps to fit.
-        print(f"opsbot: error: {' '.join(exc.message.split())}", file=sys.stderr)
-        if exc.hint:
-            _say("opsbot: hint: ", exc.hint)
+        # The message first, the hint on its own line; each folds to 100 columns.
+        print("\n".join(error_lines(exc.message, exc.hint)), file=sys.stderr)
         return documented(exc.exit_status)
     except KeyboardInterrupt:
         return 130
@@ -196,22 +196,6 @@ def documented(status: int) -> int:
     return status if status in {code for code, _ in TABLE} else ERROR
 
 
-def _say(head: str, text: str) -> None:
-    """A hint on stderr: its first line starts with ``head``, the rest of a long text
-    follows on lines indented under it, none wider than 100 columns."""
-    import textwrap
-
-    lines = textwrap.wrap(
-        " ".join(text.split()),
-        100,
-        initial_indent=head,
-        subsequent_indent=" " * 8,
-        break_on_hyphens=False,
-        break_long_words=False,
-    )
-    print("\n".join(lines) or head.rstrip(), file=sys.stderr)
-
-
 def _run(args: argparse.Namespace, argv: list[str]) -> int:
     """The command, with what it raises from outside opsbot's error tree translated at
     this boundary (opsbot_cli/errors.py): one line that says what to do, never a
@@ -221,6 +205,8 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         return status
     except BrokenPipeError:
         return 0
+    except RootRequired as exc:  # the hint repeats what the user typed, with sudo
+        raise RootRequired(exc.message, hint=f"run it as root: {again_as_root(argv)}") from None
     except ConfigError as exc:
         if isinstance(exc.__cause__, PermissionError):
             raise from_os_error(exc.__cause__, argv) from exc

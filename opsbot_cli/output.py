@@ -8,7 +8,7 @@ import pwd
 from datetime import datetime
 from typing import Any
 
-from opsbot_cli.errors import UsageError
+from opsbot_cli.errors import RootRequired, UsageError
 from opsbot_cli.screen import WIDTH, json_text, printable, when
 from opsbot_cli.screen import cut as screen_cut
 from plans import wait_text
@@ -75,8 +75,10 @@ def fit(text: str, indent: str = "", *, lines: int = 2, verbose: bool = False) -
 
 
 def require_root(what: str) -> None:
+    """RootRequired unless root runs this; main.py's hint repeats the whole command line
+    (``sudo opsbot watch web``), this one's only ``what``."""
     if os.geteuid() != 0:
-        raise UsageError(f"{what} must run as root", hint=f"sudo opsbot {what}")
+        raise RootRequired(f"{what} must run as root", hint=f"run it as root: sudo opsbot {what}")
 
 
 def operator_name() -> str:

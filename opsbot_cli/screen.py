@@ -18,9 +18,11 @@ from typing import Any, TextIO
 
 from shared_schema.escape import printable
 
-__all__ = ["WIDTH", "cut", "fit", "json_text", "printable", "show", "when"]
+__all__ = ["WIDTH", "columns", "cut", "fit", "json_text", "printable", "show", "when"]
 
 WIDTH = 100
+#: The narrowest a terminal is taken to be: below it, prose would fold a word a line.
+NARROWEST = 40
 ELLIPSIS = "…"
 #: What systemd sets $LESS to for its pager unless $SYSTEMD_LESS says otherwise.
 LESS = "FRSXMK"
@@ -31,6 +33,16 @@ def when(value: str | datetime) -> str:
     ``2026-12-01 15:20:01 UTC``."""
     at = datetime.fromisoformat(value) if isinstance(value, str) else value
     return at.astimezone().strftime("%Y-%m-%d %H:%M:%S %Z").rstrip()
+
+
+def columns(environ: Mapping[str, str] | None = None) -> int:
+    """How wide the operator's lines are: ``$COLUMNS`` (as the shell sets it), never more
+    than :data:`WIDTH` nor less than :data:`NARROWEST`; :data:`WIDTH` when it is unset or
+    not a number."""
+    said = (os.environ if environ is None else environ).get("COLUMNS", "").strip()
+    if not said.isdigit():
+        return WIDTH
+    return max(NARROWEST, min(int(said), WIDTH))
 
 
 def cut(text: str, width: int) -> str:

@@ -1,13 +1,16 @@
 """``opsbot show ID``: one plan, its steps as a plan diff (``app.service: failed ->
-restart``) with the argv each runs and each precondition in words beside the unit's live
-state, when an approved plan waiting for its apply window runs, whether the service
-came back (VERIFIED / UNRESOLVED, with what opsbot-verify saw), its history.
+restart``) with the argv each runs and each precondition said as the unit is now (``as
+expected`` or not), when an approved plan waiting for its apply window runs, whether the
+service came back (VERIFIED / UNRESOLVED, with what opsbot-verify saw), its history. Each
+step is printed by opsbot_cli.steps, as ``opsbot approve`` prints it for review.
 
 The reply is checked with the models' generated JSON Schema (opsbot_cli.wire): no model
 is built. The argv is checked with the write tools' own builders (plans.argv_of), the
-preconditions said in plans' words. The live state is read only for a plan that may still
+preconditions judged by plans. The live state is read only for a plan that may still
 run (PROPOSED, APPROVED, APPLYING), by opsbot_cli.live, imported then; where it cannot be
-read, each precondition says "live state unknown" and why."""
+read, each precondition says "live state unknown" and why. ``--json`` prints the
+executor's answer whole, with the plan's ``plan_id`` and ``sha256`` at its top, where
+``opsbot plans --json`` has them for each plan."""
 
 from __future__ import annotations
 
@@ -15,18 +18,18 @@ import argparse
 import hashlib
 import shlex
 import textwrap
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from opsbot_cli import screen, wire
+from opsbot_cli import screen, steps, wire
 from opsbot_cli.clients import ask_json
 from opsbot_cli.errors import ConsoleError
 from opsbot_cli.output import plan_id_arg, window_words
 from opsbot_cli.screen import printable, when
-from plans import argv_of, expect_words
+from opsbot_cli.steps import ReadState
+from plans import argv_of
 from shared_io.paths import Paths
 from shared_schema.states import PlanState
-from shared_schema.write_tools import WRITE_TOOLS_BY_NAME
 
 if TYPE_CHECKING:
     from shared_io.unit_show import UnitState
@@ -35,8 +38,6 @@ if TYPE_CHECKING:
 SUMMARY = "show one plan: goal, steps as argv, history"
 #: The first column's width: ``submitted `` and every label after it.
 LABEL = 10
-#: Reads one unit's live state, or says why it could not (opsbot_cli.live.read).
-ReadState = Callable[[str], "UnitState | str"]
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -58,13 +59,20 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
     detail = ask_json(paths.executor_socket, request, wire.plan_detail)
     check_detail(detail)
     if args.json:
-        print(screen.json_text(detail))
+        print(screen.json_text(json_detail(detail)))
     elif args.argv:
         for argv in detail["argv"]:
             print(shlex.join(argv))
     else:
         screen.show(render(detail, _live_reader(detail), args.full), no_pager=args.no_pager)
     return 0
+
+
+def json_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``--json`` prints: the answer whole, and the plan's id and sha256 at its top
+    level, the keys and the level ``opsbot plans --json`` gives each plan."""
+    summary = detail["summary"]
+    return {"plan_id": summary["plan_id"], "sha256": summary["sha256"], **detail}
 
 
 def _live_reader(detail: Mapping[str, Any]) -> ReadState | None:
@@ -99,39 +107,10 @@ def check_detail(detail: Mapping[str, Any] | PlanDetail) -> None:
         )
 
 
-def precondition_lines(
-    unit: str, expect: Mapping[str, Any] | None, state: UnitState | str | None, final: str
-) -> list[str]:
-    """What ``show`` says of one step's precondition: each check against the live
-    ``state`` (``yes``/``NO``), or why the live state is unknown (``state`` a str), or
-    for a plan in a ``final`` state (``state`` None) that it is not checked any more."""
-    words = expect_words(unit, expect or {})
-    if state is None:
-        said = f"(not checked any more: the plan is {final})"
-        return [f"precondition: {w} {said}" for w in words] or ["precondition: none"]
-    if isinstance(state, str):
-        unknown = [f"precondition: {w}: unknown" for w in words] or ["precondition: none"]
-        return [*unknown, f"live state unknown: {state}"]
-    if not expect:
-        return [f"precondition: none (live: {state.active_state or 'unknown'})"]
-    from opsbot_cli.live import precondition_checks  # loaded with the state it checks
-
-    return [f"precondition: {check.line()}" for check in precondition_checks(expect, state)]
-
-
-def step_title(step: Mapping[str, Any]) -> str:
-    """``app.service: failed -> restart``: the unit, the state the plan expects it in,
-    and what the step does to it."""
-    verb = WRITE_TOOLS_BY_NAME[step["tool"]].verb
-    expected = (step.get("expect") or {}).get("active_state")
-    before = f"{' or '.join(expected)} -> " if expected else ""
-    return f"{step['args']['unit']}: {before}{verb}"
-
-
 def render(detail: Mapping[str, Any], read: ReadState | None, full: bool = False) -> list[str]:
-    """The plan as ``opsbot show`` prints it: lines of at most 100 columns (prose
-    wrapped, argv cut with an ellipsis; ``--argv`` prints them exact), whole with
-    ``full``. ``read`` reads a unit's live state (None: the plan is final)."""
+    """The plan as ``opsbot show`` prints it: lines of at most 100 columns (prose and
+    argv folded between words; ``--argv`` prints each argv exact), whole with ``full``.
+    ``read`` reads a unit's live state (None: the plan is final)."""
     lines: list[str] = []
 
     def say(label: str, text: str, indent: int = 0) -> None:
@@ -172,21 +151,17 @@ def render(detail: Mapping[str, Any], read: ReadState | None, full: bool = False
     lines.append("steps:")
     records = {r["index"]: r for r in detail["steps"]}
     states: dict[str, UnitState | str] = {}
-    steps = detail["plan"]["steps"]
-    for index, (step, argv) in enumerate(zip(steps, detail["argv"], strict=True), 1):
+    plan_steps = detail["plan"]["steps"]
+    for index, (step, argv) in enumerate(zip(plan_steps, detail["argv"], strict=True), 1):
         unit = step["args"]["unit"]
-        say("", f"{index}. {printable(step_title(step))}", indent=2)
-        lines.append(screen.fit(f"     run: {printable(shlex.join(argv))}", full))
         state = None
         if read is not None:
             state = states[unit] if unit in states else states.setdefault(unit, read(unit))
-        for line in precondition_lines(unit, step["expect"], state, s["state"]):
-            say("", printable(line), indent=5)
-        if step["reason"]:
-            say("", f"why: {printable(step['reason'])}", indent=5)
         record = records.get(index)
+        ran = ""
         if record is not None and record["outcome"] != "not-run":
-            say("", f"ran: {record['outcome']} (exit {record['exit_status']})", indent=5)
+            ran = f"{record['outcome']} (exit {record['exit_status']})"
+        lines += steps.lines(index, step, argv, state=state, final=s["state"], ran=ran, full=full)
     v = s["verification"]
     if v is not None:
         say(

@@ -75,10 +75,16 @@ _CN = re.compile(r"(?:^|,)\s*CN=((?:[^,\\]|\\.)+)", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class AuditEntry:
+    """One trusted entry of a story: when, who wrote it, its event and the fields shown;
+    the plan it is about (``PLAN_ID``, "" for none), and for a ``plan.accepted`` who
+    submitted the plan (``PEER_UID``, as a name where this host knows it)."""
+
     time: datetime
     source: str
     event: str
     fields: dict[str, str]
+    plan_id: str = ""
+    peer: str = ""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -128,6 +134,23 @@ def _opsbot_uids() -> set[int]:
         except KeyError:
             pass
     return uids
+
+
+def _user(uid: Any, *, named: bool) -> str:
+    """``uid`` (a journal field) as a user: its name where ``named`` (this host's own
+    journal: this host's passwd) and it has one, else ``uid N``; "" for no uid."""
+    try:
+        number = int(uid)
+    except (TypeError, ValueError):
+        return ""
+    if number == 0:
+        return "root"
+    if named:
+        try:
+            return pwd.getpwuid(number).pw_name
+        except KeyError:
+            pass
+    return f"uid {number}"
 
 
 def trusted(entry: Mapping[str, Any], opsbot_uids: set[int]) -> bool:
@@ -211,6 +234,8 @@ def _story(
                 source=f"{unit} (uid {user})",
                 event=str(raw.get("EVENT", raw.get("MESSAGE", ""))),
                 fields={k: str(raw[k]) for k in FIELDS_SHOWN if k in raw},
+                plan_id=str(raw.get("PLAN_ID") or ""),
+                peer=_user(raw.get("PEER_UID"), named=files is None),
             )
         )
     once = {str(raw["__CURSOR"]): (reason, raw) for reason, raw in ignored}

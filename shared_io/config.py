@@ -3,8 +3,10 @@
 A missing file means the defaults (an empty allowlist: opsbot may touch nothing). A file
 not owned by root, or writable by group or others (shared_io/trusted.py), or one that
 cannot be read, is not UTF-8 or TOML, or holds a bad or unknown key is a
-:class:`ConfigError` whose message names the file and the key path
-(``/etc/opsbot/opsbot.toml: diagnose.health.web.url: ...``).
+:class:`ConfigError` whose message names the file, the line and the key path
+(``/etc/opsbot/opsbot.toml:12: diagnose.max_step: unknown key (did you mean
+max_steps?)``; shared_io/_config_lines.py finds the line), each further error as
+``line N: KEY.PATH: ...``, in the order of the file.
 
 A daemon that lives across edits of the file holds a shared_io.live_config.LiveConfig.
 """
@@ -18,10 +20,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from shared_io._config_lines import Located, located
 from shared_io.errors import ConfigError
 from shared_io.paths import config_path
 from shared_io.trusted import untrusted_parent, untrusted_reason
-from shared_schema import OpsbotConfig, field_errors
+from shared_schema import OpsbotConfig
 
 HINT = "see docs/operating.md, 'The config file', for every key and its default"
 #: Far more than any real config; a bigger file is a mistake, not a config.
@@ -55,7 +58,8 @@ def load_with_digest(path: Path) -> tuple[OpsbotConfig, str]:
     if len(raw) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes", hint=HINT)
     try:
-        document = tomllib.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        document = tomllib.loads(text)
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 (byte {exc.start})", hint=HINT) from exc
     except tomllib.TOMLDecodeError as exc:
@@ -63,5 +67,19 @@ def load_with_digest(path: Path) -> tuple[OpsbotConfig, str]:
     try:
         return OpsbotConfig.model_validate(document), hashlib.sha256(raw).hexdigest()
     except ValidationError as exc:
-        errors = "; ".join(str(error) for error in field_errors(exc))
-        raise ConfigError(f"{path}: {errors}", hint=HINT) from exc
+        raise ConfigError(
+            _said(path, located(exc, text, document, OpsbotConfig)), hint=HINT
+        ) from exc
+
+
+def _said(path: Path, errors: list[Located]) -> str:
+    """``FILE:LINE: KEY: MESSAGE``, then ``; line N: KEY: MESSAGE`` for each further
+    error (``FILE: KEY: ...`` and ``; KEY: ...`` where the line is not known)."""
+    said = []
+    for index, error in enumerate(errors):
+        where = str(path) if index == 0 else ""
+        if error.line is not None:
+            where = f"{where}:{error.line}" if index == 0 else f"line {error.line}"
+        text = f"{error.path}: {error.message}" if error.path else error.message
+        said.append(f"{where}: {text}" if where else text)
+    return "; ".join(said)

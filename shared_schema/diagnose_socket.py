@@ -94,7 +94,7 @@ class ErrorMessage(Model):
     message: str
     hint: str = ""
     #: The console's exit status for it (shared_io/exit_codes.py): 5 out of the diagnosis
-    #: scope, 78 an invalid configuration, 1 anything else.
+    #: scope or unknown to systemd, 78 an invalid configuration, 1 anything else.
     exit_status: Annotated[int, Field(ge=1, le=125)] = 1
 
 

@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from opsbot_cli.say import unfold
 from shared_schema import canonical_json, sha256_hex
 from testbed.container import BootedSystemd
 from testbed.host import STEPS_RAN, TEST_CONFIG
@@ -460,9 +461,10 @@ def test_approve_binds_only_the_plan_that_was_reviewed(ct: BootedSystemd) -> Non
 
         result = cli(ct, "approve", plan_id, check=False)
         assert result.returncode == 2, result
-        assert result.stderr.splitlines() == [
-            "opsbot: error: no terminal to confirm on: pass --sha256 PREFIX, at least 12 hex "
-            f"digits of the sha256 you reviewed (`opsbot show {plan_id}`)"
+        assert unfold(result.stderr) == [
+            "opsbot: error: no terminal to confirm on: pass --sha256 PREFIX",
+            "opsbot: hint: at least 12 hex digits of the sha256 you reviewed "
+            f"(`opsbot show {plan_id}`)",
         ]
         assert not exists(ct, approval_path(plan_id))
         apply_now(ct)

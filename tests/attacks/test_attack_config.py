@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from opsbot_cli.say import unfold
 from testbed.container import BootedSystemd
 from testbed.host import TEST_CONFIG, restart_plan, send_raw
 from tests.attacks.inside import CONFIG, cli
@@ -56,7 +57,7 @@ def handed_over(opsbot: BootedSystemd) -> Iterator[BootedSystemd]:
 
 def _refused(result_stderr: str, returncode: int, what: str) -> None:
     assert returncode != 0, f"{what} accepted an operator's config"
-    lines = [line for line in result_stderr.splitlines() if line.strip()]
+    lines = [line for line in unfold(result_stderr) if line.strip()]  # each error whole
     assert lines, f"{what} said nothing"
     assert "Traceback" not in result_stderr, result_stderr
     # Root sees an operator's file; the operator sees her own, but writable by others.

@@ -51,8 +51,9 @@ def test_a_unit_outside_the_scope_is_not_diagnosed_for_an_operator(
     payroll: BootedSystemd,
 ) -> None:
     """olivia cannot read payroll's journal herself, and `opsbot diagnose payroll` is
-    refused (exit non-zero, one line naming [diagnose] scope) without a word of it; the
-    same for ssh.service, which no config can put in scope."""
+    refused (exit non-zero, a hint naming [diagnose] scope) without a word of it; the
+    same for ssh.service, which no config can put in scope. A unit systemd does not know
+    is said not found, in systemctl's words, with no advice to widen the scope."""
     ct = payroll
     own = ct.run(
         ["journalctl", "-u", "payroll.service", "-o", "cat", "--no-pager"],
@@ -63,6 +64,7 @@ def test_a_unit_outside_the_scope_is_not_diagnosed_for_an_operator(
     for unit, says in (
         ("payroll", "payroll.service is not in the diagnosis scope"),
         ("ssh", "ssh.service is never diagnosed through opsbot"),
+        ("nosuch", "opsbot: error: Unit nosuch.service could not be found.\n"),
     ):
         result = cli(
             ct, "diagnose", unit, "--symptom", "why is it down", user="olivia", check=False
@@ -74,3 +76,5 @@ def test_a_unit_outside_the_scope_is_not_diagnosed_for_an_operator(
         assert says in both, both
         if unit == "payroll":
             assert "[diagnose] scope" in both, both
+        if unit == "nosuch":
+            assert result.returncode == 5 and "[diagnose] scope" not in both, both

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from opsbot_cli.say import unfold
 from testbed.container import BootedSystemd
 from testbed.host import TEST_CONFIG, opsbot
 
@@ -22,7 +23,8 @@ SOCKETS = ("opsbot-executor.socket", "opsbot-diagnose.socket")
 
 
 def error_lines(done: subprocess.CompletedProcess[str]) -> list[str]:
-    return [line for line in done.stderr.splitlines() if line.startswith("opsbot: error: ")]
+    """The error lines, each whole (a long one is folded to 100 columns)."""
+    return [line for line in unfold(done.stderr) if line.startswith("opsbot: error: ")]
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ test (a daemon or the console configures logging for its process; no test may le
 into the next)."""
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,14 +16,26 @@ from testbed.skips import skip_unless
 from tests.unit.plans.helpers import Clock, Systemctl
 
 
+def _test_logging() -> None:
+    """structlog as the test process has it: its default processors (capture_logs()
+    swaps them for a test's assertions), writing to the stream pytest captures for the
+    test now running. structlog's own default prints to whatever ``sys.stdout`` is at
+    the moment of each event, which, while pytest reports between a test's setup, call
+    and teardown, is the terminal: a daemon's thread logging then (``server.ready``)
+    printed into ``pytest -q``'s dots. This logger holds the capture's stream itself."""
+    structlog.reset_defaults()
+    structlog.configure(logger_factory=structlog.WriteLoggerFactory(sys.stdout))
+
+
 @pytest.fixture(autouse=True)
 def _fresh_logging() -> Iterator[None]:
-    """Each test starts and ends with structlog's defaults and no bound context (the CLI
-    configures logging for its process; a test must not leak that into the next)."""
-    structlog.reset_defaults()
+    """Each test starts and ends with the test process's logging (_test_logging) and no
+    bound context (the CLI and the daemons configure logging for their process; a test
+    must not leak that into the next)."""
+    _test_logging()
     structlog.contextvars.clear_contextvars()
     yield
-    structlog.reset_defaults()
+    _test_logging()
     structlog.contextvars.clear_contextvars()
 
 

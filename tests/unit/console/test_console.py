@@ -10,6 +10,7 @@ import pytest
 
 from opsbot_cli import main as cli
 from opsbot_cli.main import build_parser, main
+from opsbot_cli.say import unfold
 from plans import PlanStore, StatusRecord, approval_path, check_approval, utcnow
 from shared_schema import Approval, PlanState
 from tests.unit.console.scripted_journal import ScriptedJournal, install
@@ -43,21 +44,24 @@ def journal(monkeypatch: pytest.MonkeyPatch) -> ScriptedJournal:
 
 
 def error_lines(err: str) -> list[str]:
-    return [line for line in err.splitlines() if line.startswith("opsbot: error: ")]
+    """The error lines, each whole (a long one is folded to 100 columns)."""
+    return [line for line in unfold(err) if line.startswith("opsbot: error: ")]
 
 
 def test_check_config_names_a_bad_key_in_one_line_and_exits_78(
     env: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A misspelt key makes ``opsbot check-config`` exit 78 (EX_CONFIG) with one error
-    line naming the key (and a hint where to read up), no traceback."""
+    naming the file, the line and the key, and the key it most likely meant (and a hint
+    where to read up), no traceback."""
     env.write_text("[executor]\nstep_timeout_secs = 30\n")
     assert main(["check-config"]) == 78
     out, err = capsys.readouterr()
     assert error_lines(err) == [
-        f"opsbot: error: {env}: executor.step_timeout_secs: Extra inputs are not permitted"
+        f"opsbot: error: {env}:2: executor.step_timeout_secs: unknown key (did you mean "
+        "step_timeout_seconds?)"
     ]
-    assert [line for line in err.splitlines() if line not in error_lines(err)] == [
+    assert [line for line in unfold(err) if line not in error_lines(err)] == [
         "opsbot: hint: see docs/operating.md, 'The config file', for every key and its default"
     ]
     assert "Traceback" not in err and out == ""
@@ -196,7 +200,9 @@ def test_approve_refuses_a_ttl_beyond_the_configured_one(
     assert not approval_path(approvals_dir, record.plan_id).exists()
 
 
-@pytest.mark.parametrize("final", [PlanState.APPLIED, PlanState.REJECTED, PlanState.INTERRUPTED])
+@pytest.mark.parametrize(
+    "final", [PlanState.REJECTED, PlanState.INTERRUPTED, PlanState.STALE, PlanState.EXPIRED]
+)
 def test_approve_refuses_a_plan_that_is_already_final(
     env: Path,
     store: PlanStore,
@@ -205,8 +211,9 @@ def test_approve_refuses_a_plan_that_is_already_final(
     capsys: pytest.CaptureFixture[str],
     final: PlanState,
 ) -> None:
-    """An applied (or rejected, or interrupted) plan cannot be approved again: refused,
-    exit 5, saying its state and to diagnose again; no approval file is written."""
+    """A rejected (or interrupted, stale, expired) plan cannot be approved: refused, exit
+    5, saying its state and to diagnose again; no approval file is written. (A plan that
+    ran: test_console_approve_refusals.py.)"""
     record = submitted(store, plan_of(), at=utcnow())
     store.save_status(StatusRecord(plan_id=record.plan_id, state=final))
     journal.accepted(record)

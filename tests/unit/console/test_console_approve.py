@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from opsbot_cli.main import main
+from opsbot_cli.say import unfold
 from plans import PlanStore, approval_path, used_dir, utcnow, write_approval
 from tests.unit.console.scripted_journal import EXECUTOR_UID, ScriptedJournal, install
 from tests.unit.plans.helpers import edit_record, plan_of, step, submitted
@@ -44,7 +45,8 @@ def journal(monkeypatch: pytest.MonkeyPatch) -> ScriptedJournal:
 
 
 def errors(err: str) -> list[str]:
-    return [line for line in err.splitlines() if line.startswith("opsbot: error: ")]
+    """The error lines, each whole (a long one is folded to 100 columns)."""
+    return [line for line in unfold(err) if line.startswith("opsbot: error: ")]
 
 
 def on_terminal(monkeypatch: pytest.MonkeyPatch, answer: str) -> None:
@@ -60,16 +62,17 @@ def test_on_a_terminal_approve_shows_the_plan_and_asks(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """`sudo opsbot approve ID` on a terminal prints the plan as root reads it now (its
-    full sha256, goal, each step as its argv) and asks; "y" approves it."""
+    sha256's first 16 digits, each step as its argv and why) and asks; "y" approves it.
+    (The whole review: test_console_approve_review.py.)"""
     record = submitted(store, plan_of(step("restart_unit", "nginx.service", reason="hung")))
     journal.accepted(record)
     on_terminal(monkeypatch, "y\n")
     assert main(["approve", record.plan_id]) == 0
     out = capsys.readouterr().out
-    assert f"sha256    {record.sha256}\n" in out
-    assert "  1. systemctl restart --no-ask-password -- nginx.service\n" in out
-    assert "     why    hung\n" in out
-    assert f"Approve exactly this plan (sha256 {record.sha256[:16]}...) for 3600 s? [y/N]" in out
+    assert f"sha256    {record.sha256[:16]}… (whole in `opsbot show {record.plan_id}`" in out
+    assert "\n     run: systemctl restart --no-ask-password -- nginx.service\n" in out
+    assert "\n     why: hung\n" in out
+    assert "\napproval  holds 3600 s from your yes\nApprove? [y/N] " in out
     assert f"approved plan {record.plan_id}" in out
     assert approval_path(approvals_dir, record.plan_id).exists()
 
@@ -113,8 +116,8 @@ def test_on_a_terminal_a_rewritten_plan_is_refused_before_anything_is_asked(
     on_terminal(monkeypatch, "y\n")
     assert main(["approve", record.plan_id]) == 5
     out, err = capsys.readouterr()
-    assert "Approve exactly" not in out
-    assert "the stored plan was rewritten after it was accepted" in err
+    assert "Approve?" not in out
+    assert "the stored plan was rewritten after it was accepted" in " ".join(unfold(err))
     assert not approval_path(approvals_dir, record.plan_id).exists()
 
 
@@ -133,9 +136,10 @@ def test_without_a_terminal_and_without_sha256_approve_refuses_in_one_line(
     monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
     assert main(["approve", record.plan_id]) == 2
     err = capsys.readouterr().err
-    assert err.splitlines() == [
-        "opsbot: error: no terminal to confirm on: pass --sha256 PREFIX, at least 12 hex "
-        f"digits of the sha256 you reviewed (`opsbot show {record.plan_id}`)"
+    assert unfold(err) == [
+        "opsbot: error: no terminal to confirm on: pass --sha256 PREFIX",
+        "opsbot: hint: at least 12 hex digits of the sha256 you reviewed "
+        f"(`opsbot show {record.plan_id}`)",
     ]
     assert not approval_path(approvals_dir, record.plan_id).exists()
 

@@ -160,8 +160,8 @@ def host(monkeypatch: pytest.MonkeyPatch) -> Iterator[Host]:
 
 
 def assert_one_line(verb: str, ran: Ran, *, may_succeed: bool = False) -> None:
-    """The operator's contract: a non-zero status, one error line, at most one hint
-    (folded to 100 columns).
+    """The operator's contract: a non-zero status, one error and at most one hint, each
+    folded to 100 columns.
 
     ``may_succeed``: a verb that needs nothing refused here may instead do its work: exit
     0 with nothing on stderr, or (check-config) 1 with its warnings on stdout."""
@@ -174,11 +174,11 @@ def assert_one_line(verb: str, ran: Ran, *, may_succeed: bool = False) -> None:
     lines = ran.err.splitlines()
     errors = [line for line in lines if line.startswith("opsbot: error: ")]
     hints = [line for line in lines if line.startswith("opsbot: hint: ")]
-    wrapped = [line for line in lines if line.startswith(" " * 8)]  # a long hint, folded
+    wrapped = [line for line in lines if line.startswith(" " * 8)]  # a long line, folded
     assert len(errors) == 1 and len(hints) <= 1, f"opsbot {verb}:\n{ran.err}"
     assert lines[0] == errors[0], f"opsbot {verb}:\n{ran.err}"
     assert len(lines) == len(errors) + len(hints) + len(wrapped), f"opsbot {verb}:\n{ran.err}"
-    assert all(len(line) <= 100 for line in lines[1:]), f"opsbot {verb}:\n{ran.err}"
+    assert all(len(line) <= 100 for line in lines), f"opsbot {verb}:\n{ran.err}"
     assert ran.status not in (0, 98, 99), f"opsbot {verb} exited {ran.status}:\n{ran.err}"
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from opsbot_cli.main import main
+from opsbot_cli.say import unfold
 
 TYPO = '[executor.allow]\nrestart_unit = ["nginx.service"]\n[diagnose]\nmax_steps = = 6\n'
 
@@ -51,7 +52,7 @@ def test_a_missing_socket_with_a_broken_config_names_the_config_first(
     config.write_text(TYPO)
     assert main(["plans"]) == 1
     err = capsys.readouterr().err
-    assert f"opsbot: error: no socket at {config.parent}/executor.sock" in err.splitlines()
+    assert f"opsbot: error: no socket at {config.parent}/executor.sock" in unfold(err)
     hint = hint_of(err)
     assert f"the config is invalid: {config}: not valid TOML: " in hint
     assert "line 4," in hint

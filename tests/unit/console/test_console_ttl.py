@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from opsbot_cli.main import main
+from opsbot_cli.say import unfold
 from plans import PlanStore, approval_path, utcnow
 from shared_schema import Approval, PlanState
 from shared_schema.timespan import parse_timespan
@@ -110,7 +111,7 @@ def test_approve_refuses_a_bad_ttl_in_one_line_and_leaves_the_plan_proposed(
     argv = ["approve", record.plan_id, "--sha256", record.sha256[:12], f"--ttl={ttl}"]
     assert main(argv) == 2
     captured = capsys.readouterr()
-    [line] = captured.err.splitlines()
+    [line] = unfold(captured.err)
     assert line.startswith("opsbot: error: --ttl") and says in line
     assert captured.out == ""
     assert not approval_path(approvals_dir, record.plan_id).exists()

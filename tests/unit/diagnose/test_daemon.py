@@ -26,14 +26,16 @@ def _structlog_defaults(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def test_bad_config_is_one_line_and_ex_config(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A configuration error prints its key path and exits 78 (Restart= does not loop)."""
+    """A configuration error prints its line and key path and exits 78 (Restart= does not
+    loop)."""
     config = tmp_path / "opsbot.toml"
     config.write_text("[diagnose]\nmax_steps = 0\n")
     status = main(["run", "--config", str(config), "nginx.service"])
     assert status == 78
     err = capsys.readouterr().err.splitlines()
     assert err[0] == (
-        f"opsbot-diagnose: {config}: diagnose.max_steps: Input should be greater than or equal to 1"
+        f"opsbot-diagnose: {config}:2: diagnose.max_steps: Input should be greater than or "
+        "equal to 1"
     )
     assert err[1] == f"opsbot-diagnose: hint: {HINT}"
 

@@ -4,14 +4,16 @@ diagnosis reads no journal outside it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 
 from diagnose_svc.errors import ToolError
-from diagnose_svc.scope import DEPTH, OutOfScope, build_scope
+from diagnose_svc.scope import DEPTH, OutOfScope, UnitNotFound, build_scope
 from diagnose_svc.tools import JournalArgs, ToolContext
 from diagnose_svc.tools.tail_journal import tail_journal
+from shared_io.errors import UnitStateError
+from shared_io.exit_codes import REFUSED
 from shared_schema import DiagnoseSettings, OpsbotConfig
 
 #: What systemd would answer: each unit's dependencies, a chain six deep behind app.
@@ -32,6 +34,21 @@ GRAPH = {
 
 def show(units: Sequence[str], properties: Sequence[str]) -> list[dict[str, str]]:
     return [{p: GRAPH.get(u, {}).get(p, "") for p in properties} for u in units]
+
+
+def systemd_knows(*units: str) -> Callable[[Sequence[str], Sequence[str]], list[dict[str, str]]]:
+    """``systemctl show`` on a host with the graph's units and ``units``: any other
+    unit's LoadState is not-found, as systemd says of a name it has no unit for."""
+    loaded = set(GRAPH) | set(units)
+
+    def show_load_state(names: Sequence[str], properties: Sequence[str]) -> list[dict[str, str]]:
+        blocks = show(names, properties)
+        for name, block in zip(names, blocks, strict=True):
+            if "LoadState" in properties:
+                block["LoadState"] = "loaded" if name in loaded else "not-found"
+        return blocks
+
+    return show_load_state
 
 
 def config(**diagnose: object) -> OpsbotConfig:
@@ -96,12 +113,43 @@ def test_a_unit_outside_the_scope_is_refused_naming_the_key_that_widens_it() -> 
     opsbot."""
     scope = build_scope(config(), show)
     with pytest.raises(OutOfScope) as refused:
-        scope.require("payroll.service")
+        scope.require("payroll.service", systemd_knows("payroll.service"))
     assert refused.value.message.startswith("payroll.service is not in the diagnosis scope")
     assert "[diagnose] scope in /etc/opsbot/opsbot.toml" in (refused.value.hint or "")
     with pytest.raises(OutOfScope) as denied:
-        scope.require("ssh.service")
+        scope.require("ssh.service", systemd_knows("ssh.service"))
     assert "never diagnosed through opsbot" in denied.value.message
+
+
+def test_a_unit_systemd_does_not_know_is_not_found_rather_than_out_of_scope() -> None:
+    """olivia types `opsbot diagnose nosuch`: systemd has no such unit, so she is told so
+    in systemctl's words, not sent to widen [diagnose] scope with a typo; a near miss of a
+    unit in scope names it. payroll exists and stays out of scope as before."""
+    scope = build_scope(config(), show)
+    with pytest.raises(UnitNotFound) as missing:
+        scope.require("nosuch.service", systemd_knows("payroll.service"))
+    assert missing.value.message == "Unit nosuch.service could not be found."
+    assert missing.value.exit_status == REFUSED
+    assert "[diagnose] scope" not in (missing.value.hint or "")
+    with pytest.raises(UnitNotFound) as typo:
+        scope.require("ap.service", systemd_knows())
+    assert (typo.value.hint or "").startswith("did you mean app.service? ")
+    with pytest.raises(OutOfScope) as refused:
+        scope.require("payroll.service", systemd_knows("payroll.service"))
+    assert not isinstance(refused.value, UnitNotFound)
+
+
+def test_where_systemd_cannot_say_the_refusal_is_the_scope_s() -> None:
+    """systemctl show failing (a bus away) says nothing of the unit: the refusal is the
+    scope's, as before, not a guess that the unit is missing."""
+
+    def failing(names: Sequence[str], properties: Sequence[str]) -> list[dict[str, str]]:
+        raise UnitStateError("cannot read the state of nosuch.service: Failed to connect")
+
+    with pytest.raises(OutOfScope) as refused:
+        build_scope(config(), show).require("nosuch.service", failing)
+    assert not isinstance(refused.value, UnitNotFound)
+    assert refused.value.message == "nosuch.service is not in the diagnosis scope"
 
 
 def test_no_journal_outside_the_scope_is_read() -> None:

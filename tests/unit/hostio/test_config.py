@@ -58,14 +58,15 @@ def test_load_config_reads_opsbot_config(tmp_path: Path, monkeypatch: pytest.Mon
     assert config.executor.allow["restart_unit"] == ["nginx.service", "app.service"]
 
 
-def test_unknown_key_is_named_by_its_path(tmp_path: Path) -> None:
-    """A key the schema does not know is an error naming the file and
-    diagnose.health.web.timeout, with a hint where every key is listed."""
+def test_unknown_key_is_named_by_its_line_and_path(tmp_path: Path) -> None:
+    """A key the schema does not know is an error naming the file, its line (12) and
+    diagnose.health.web.timeout, the key it most likely meant, and a hint where every key
+    is listed."""
     path = write(tmp_path, GOOD)
     with pytest.raises(ConfigError) as caught:
         load_config(path)
     assert caught.value.message == (
-        f"{path}: diagnose.health.web.timeout: Extra inputs are not permitted"
+        f"{path}:12: diagnose.health.web.timeout: unknown key (did you mean timeout_seconds?)"
     )
     assert caught.value.hint == HINT
     assert caught.value.exit_status == 78
@@ -75,19 +76,20 @@ def test_bad_value_is_named_by_its_path(tmp_path: Path) -> None:
     """A value that does not validate names its key path."""
     text = '[diagnose.health.web]\nurl = "not a url"\n'
     path = write(tmp_path, text)
-    with pytest.raises(ConfigError, match=rf"^{path}: diagnose\.health\.web\.url: "):
+    with pytest.raises(ConfigError, match=rf"^{path}:2: diagnose\.health\.web\.url: "):
         load_config(path)
 
 
 def test_every_bad_key_is_listed(tmp_path: Path) -> None:
-    """Several bad keys are all listed, each with its path."""
+    """Several bad keys are all listed, each with its line and path, in the order of
+    the file (pydantic names watch first, the schema's order)."""
     text = '[diagnose]\nmax_steps = 0\nwatch = ["not a unit"]\n'
     path = write(tmp_path, text)
     with pytest.raises(ConfigError) as caught:
         load_config(path)
-    assert caught.value.message.startswith(f"{path}: diagnose.watch.0: ")
-    assert "; diagnose.max_steps: Input should be greater than or equal to 1" in (
-        caught.value.message
+    assert caught.value.message.startswith(
+        f"{path}:2: diagnose.max_steps: Input should be greater than or equal to 1; "
+        "line 3: diagnose.watch.0: "
     )
 
 

@@ -102,14 +102,15 @@ def test_nothing_to_announce_exits_0(env: Path) -> None:
 
 
 def test_a_bad_config_exits_78_with_one_line(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """An unknown channel kind: exit 78 (EX_CONFIG, not worth restarting), the file and
-    the key named on stderr, no traceback; the approver is not asked (no tokens made)."""
+    """An unknown channel kind: exit 78 (EX_CONFIG, not worth restarting), the file, the
+    line and the key named on stderr, no traceback; the approver is not asked (no tokens
+    made)."""
     (env / "opsbot.toml").write_text('[notify.channels.x]\nkind = "pager"\n')
     with approver(env / "approver.sock", [[notice()]]) as fake:
         assert main([]) == 78
     err = capsys.readouterr().err
     assert err.splitlines()[-1].startswith(
-        f"opsbot-notify: {env / 'opsbot.toml'}: notify.channels.x"
+        f"opsbot-notify: {env / 'opsbot.toml'}:1: notify.channels.x"
     )
     assert "Traceback" not in err
     assert fake.requests == []

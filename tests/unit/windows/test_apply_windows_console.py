@@ -18,6 +18,7 @@ import pytest
 
 from opsbot_cli import plans, show, wire
 from opsbot_cli.main import main
+from opsbot_cli.say import unfold
 from plans import Accepted, PlanStore, approval_path, approve
 from shared_schema import Plan, PlanState, encode_message
 from shared_schema.config import ApplyWindow
@@ -140,15 +141,18 @@ def test_on_a_terminal_approve_asks_to_run_it_in_its_window(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The question says when it would run and until when the approval holds."""
+    """The review says when it would run and until when the approval holds, then asks."""
     record = submitted(store, plan_of(), at=NOW)
     journal.accepted(record)
     monkeypatch.setattr("sys.stdin", Terminal("y\n"))
+    monkeypatch.setenv("COLUMNS", "100")
     assert main(["approve", record.plan_id]) == 0
     out = capsys.readouterr().out
     assert (
-        f"Approve exactly this plan (sha256 {record.sha256[:16]}...) to run in its apply "
-        f"window, {span()} (it holds until {CLOSES.astimezone():%Y-%m-%d %H:%M:%S %Z})? [y/N]"
+        f"runs      in its apply window, {span()}\n"
+        "approval  holds until the end of that window, "
+        f"{CLOSES.astimezone():%Y-%m-%d %H:%M:%S %Z}\n"
+        "Approve? [y/N] "
     ) in out
 
 
@@ -168,7 +172,7 @@ def test_a_window_too_far_away_is_refused_before_anything_is_asked(
     monkeypatch.setattr("sys.stdin", Terminal("y\n"))
     assert main(["approve", record.plan_id]) == 5
     out, err = capsys.readouterr()
-    assert "Approve exactly" not in out
+    assert "Approve?" not in out
     assert "opsbot: error: no apply window opens within 7 days" in err
     assert "`opsbot approve --now`" in err and "[executor.apply_window]" in err
     assert not approval_path(approvals_dir, record.plan_id).exists()
@@ -278,6 +282,6 @@ def test_check_config_has_systemd_check_each_window(
     assert f"  apply window: next {span()}\n" in out
     config_with(config, LATER, ApplyWindow(start="Mon..Fri 25:00", duration="1h"))
     assert main(["check-config"]) == 78
-    err = capsys.readouterr().err
+    err = "\n".join(unfold(capsys.readouterr().err))  # each line whole, as it folded to fit
     assert f"opsbot: error: {config}, window 2: apply window start 'Mon..Fri 25:00': " in err
     assert "Failed to parse calendar specification" in err
