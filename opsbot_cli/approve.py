@@ -13,10 +13,9 @@ with it, between ``opsbot show`` and ``opsbot approve``. So approve binds:
 
 and in every case only if opsbot-executor.service's own ``plan.accepted`` journal entry
 for the id names the same sha256 (plans/witness.py, plans/gate.py). plans.decisions
-decides; where the console knows more of why it refused (:func:`explained`), it says
-so: a ``--sha256`` that matches neither the plan nor what the executor logged is a
-mistyped one, not a plan that changed; a plan that ran was applied once, and its story
-is in ``opsbot audit ID``.
+decides, and says why it refused: a ``--sha256`` that matches neither the plan nor what
+the executor logged is a mistyped one, not a plan that changed; a plan that ran was
+applied once, and its story is in ``opsbot audit ID``.
 
 Then it says what will apply the plan, as systemd has it now: opsbot-apply.path (active:
 an apply starts at once), else opsbot-apply.timer (its next run), else nothing. Where
@@ -58,11 +57,7 @@ from opsbot_cli.output import (
 )
 from opsbot_cli.polkit_rule import ensure_rule
 from plans import (
-    Accepted,
-    ApprovalRefused,
     Approved,
-    PlanError,
-    PlanRefused,
     PlanStore,
     Reviewed,
     StatusRecord,
@@ -85,10 +80,8 @@ from plans import (
 )
 from plans.polkit import grant_path, plan_verbs, render_grant
 from shared_io.config import load_config
-from shared_io.errors import OpsbotError
 from shared_io.exit_codes import OK, REFUSED, WAITING, at_timeout, for_state
 from shared_io.paths import Paths
-from shared_schema.states import PlanState
 from shared_schema.timespan import parse_timespan
 
 if TYPE_CHECKING:
@@ -98,16 +91,6 @@ if TYPE_CHECKING:
 WAIT_DEFAULT = "15min"
 #: The review's first column: ``approval `` and every label after it.
 LABEL = 10
-#: The states of a plan whose steps ran, or run now: it was approved and applied once.
-RAN = frozenset(
-    {
-        PlanState.APPLYING,
-        PlanState.APPLIED,
-        PlanState.VERIFIED,
-        PlanState.UNRESOLVED,
-        PlanState.FAILED,
-    }
-)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -226,35 +209,28 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
     window = window_state(windows, utcnow()) if windows and not args.now else None
     store = PlanStore(paths.state_dir)
     accepted = witness.accepted(plan_id)
-    typed = prefix
-    try:
-        if prefix is None:
-            reviewed = review(store, paths.approvals_dir, plan_id, accepted)
-            stream = sys.stderr if args.json else sys.stdout
-            runs = runs_words(bool(windows), args.now, window, utcnow())
-            waits = window is not None and not window.open
-            if not confirmed(reviewed, ttl, stream, runs=runs, until=expires if waits else None):
-                raise ConsoleError(f"plan {plan_id} was not approved: the answer was not yes")
-            prefix = reviewed.record.sha256
-        # Before the approval exists: a run going on now may never see it.
-        busy = watched(paths) and apply_running()
-        done = approve(
-            store,
-            paths.approvals_dir,
-            plan_id,
-            sha256_prefix=prefix,
-            accepted=accepted,
-            approver=operator_name(),
-            now=utcnow(),
-            ttl_seconds=ttl,
-            windows=windows,
-            override_window=args.now,
-        )
-    except PlanError as exc:
-        better = explained(exc, store, plan_id, typed, accepted)
-        if better is None:
-            raise
-        raise better from exc
+    if prefix is None:
+        reviewed = review(store, paths.approvals_dir, plan_id, accepted)
+        stream = sys.stderr if args.json else sys.stdout
+        runs = runs_words(bool(windows), args.now, window, utcnow())
+        waits = window is not None and not window.open
+        if not confirmed(reviewed, ttl, stream, runs=runs, until=expires if waits else None):
+            raise ConsoleError(f"plan {plan_id} was not approved: the answer was not yes")
+        prefix = reviewed.record.sha256
+    # Before the approval exists: a run going on now may never see it.
+    busy = watched(paths) and apply_running()
+    done = approve(
+        store,
+        paths.approvals_dir,
+        plan_id,
+        sha256_prefix=prefix,
+        accepted=accepted,
+        approver=operator_name(),
+        now=utcnow(),
+        ttl_seconds=ttl,
+        windows=windows,
+        override_window=args.now,
+    )
     if args.now and windows:
         grant_now(done)
     if done.window.open:
@@ -436,49 +412,3 @@ def confirmed(
         print(line, file=stream)
     print("Approve? [y/N] ", end="", file=stream, flush=True)
     return sys.stdin.readline().strip().lower() in ("y", "yes")
-
-
-def explained(
-    refusal: PlanError, store: PlanStore, plan_id: str, typed: str | None, accepted: Accepted
-) -> OpsbotError | None:
-    """Why approve refused (``refusal``, plans.decisions' words), said better where the
-    console knows more, or None: a plan whose steps ran was applied (when, and where its
-    story is), it is not a plan to diagnose again; an approvable plan refused for a
-    ``--sha256`` the operator ``typed`` that matches neither the stored plan nor any
-    sha256 the executor logged for it: that was mistyped or copied from another plan (the
-    plan did not change). A plan in any other state is refused for its state first."""
-    try:
-        record = store.load(plan_id)
-        status = store.status(plan_id, record)
-    except OpsbotError:
-        return None
-    if status.state in RAN:
-        return applied(plan_id, status)
-    approvable = status.state in (PlanState.PROPOSED, PlanState.APPROVED)
-    if not approvable or not isinstance(refusal, ApprovalRefused) or typed is None:
-        return None
-    if not any(sha.startswith(typed) for sha in [record.sha256, *accepted.sha256s]):
-        return ApprovalRefused(
-            f"plan {plan_id} does not match what you reviewed: nothing was approved",
-            hint=f"`opsbot show {plan_id}` prints its sha256, which starts {record.sha256[:16]}, "
-            f"not {typed[:16]}: compare the digits you passed to --sha256",
-        )
-    return None
-
-
-def applied(plan_id: str, status: StatusRecord) -> PlanRefused:
-    """A plan whose steps ran (or run now) is not approved again: when it was applied,
-    and where its story is told."""
-    audit = f"see `opsbot audit {plan_id}` for what ran and what came of it; nothing was approved"
-    if status.state is PlanState.APPLYING:
-        began = [t.at for t in status.history if t.state is PlanState.APPLYING]
-        since = f" since {when(began[-1])}" if began else ""
-        return PlanRefused(
-            f"plan {plan_id} is being applied now{since}", hint=f"{audit} (it was approved)"
-        )
-    ended = [t.at for t in status.history if t.state in (PlanState.APPLIED, PlanState.FAILED)]
-    at = f" at {when(ended[-1])}" if ended else ""
-    return PlanRefused(
-        f"plan {plan_id} was applied{at} ({status.state})",
-        hint=f"{audit} (a plan is approved and applied once)",
-    )

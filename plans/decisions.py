@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import structlog
@@ -128,6 +128,8 @@ def _reviewable(
     record = store.load(plan_id)
     plan = store.verified_plan(record)
     status = store.status(plan_id, record)
+    if status.state in RAN:
+        raise _ran(plan_id, status)
     if status.state not in (PlanState.PROPOSED, PlanState.APPROVED):
         raise PlanRefused(
             f"plan {plan_id} is {status.state}; only PROPOSED plans can be approved",
@@ -140,6 +142,15 @@ def _reviewable(
             hint="diagnose again for a new plan",
         )
     if sha256_prefix is not None and not record.sha256.startswith(sha256_prefix):
+        if not any(sha.startswith(sha256_prefix) for sha in accepted.sha256s):
+            # Neither the plan nor anything the executor logged for it: mistyped, or copied
+            # from another plan; the plan did not change.
+            raise ApprovalRefused(
+                f"plan {plan_id} does not match what you reviewed: nothing was approved",
+                hint=f"`opsbot show {plan_id}` prints its sha256, which starts "
+                f"{record.sha256[:16]}, not {sha256_prefix[:16]}: compare the digits you "
+                "passed to --sha256",
+            )
         raise ApprovalRefused(
             f"plan {plan_id} has sha256 {_short(record.sha256)}, not the {sha256_prefix} you "
             "reviewed: it changed since; nothing was approved",
@@ -147,6 +158,40 @@ def _reviewable(
         )
     _check_accepted(record, accepted)
     return Reviewed(record, plan, status)
+
+
+#: The states of a plan whose steps ran, or run now: it was approved and applied once.
+RAN = frozenset(
+    {
+        PlanState.APPLYING,
+        PlanState.APPLIED,
+        PlanState.VERIFIED,
+        PlanState.UNRESOLVED,
+        PlanState.FAILED,
+    }
+)
+
+
+def _ran(plan_id: str, status: StatusRecord) -> PlanRefused:
+    """A plan whose steps ran (or run now) is not approved again: when it was applied, and
+    where its story is told (not "diagnose again": it was the plan that ran)."""
+    audit = f"see `opsbot audit {plan_id}` for what ran and what came of it; nothing was approved"
+    if status.state is PlanState.APPLYING:
+        began = [t.at for t in status.history if t.state is PlanState.APPLYING]
+        since = f" since {_utc(began[-1])}" if began else ""
+        return PlanRefused(
+            f"plan {plan_id} is being applied now{since}", hint=f"{audit} (it was approved)"
+        )
+    ended = [t.at for t in status.history if t.state in (PlanState.APPLIED, PlanState.FAILED)]
+    at = f" at {_utc(ended[-1])}" if ended else ""
+    return PlanRefused(
+        f"plan {plan_id} was applied{at} ({status.state})",
+        hint=f"{audit} (a plan is approved and applied once)",
+    )
+
+
+def _utc(at: datetime) -> str:
+    return f"{at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
 
 
 def review(store: PlanStore, approvals_dir: Path, plan_id: str, accepted: Accepted) -> Reviewed:
