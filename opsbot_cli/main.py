@@ -12,6 +12,7 @@
     opsbot watch UNIT             (root) diagnose UNIT automatically whenever it fails
     opsbot unwatch UNIT           (root) stop that
     opsbot check-config           validate /etc/opsbot/opsbot.toml, show the privilege mode
+    opsbot policy check|test ID   the standing approval rules; which would approve plan ID
     opsbot polkit-rule [--write]  the polkit rule generated from the policy
     opsbot firewall [--write]     IP filters and the page's socket, from the config
 
@@ -95,6 +96,11 @@ COMMANDS = (
         "check-config",
         "opsbot_cli.check_config",
         "validate the config and report the privilege mode",
+    ),
+    Command(
+        "policy",
+        "opsbot_cli.policy",
+        "the standing approval rules: check them, or test which would approve a plan",
     ),
     Command(
         "polkit-rule",

@@ -61,6 +61,9 @@ class StatusRecord(Model):
     history: list[Transition] = Field(default_factory=list)
     steps: list[StepRecord] = Field(default_factory=list)
     approved_by: str = ""
+    #: The standing approval rule that approved it ([[approve.rule]]), never in
+    #: ``approved_by``: a rule named like a person is not one.
+    approved_by_rule: str = ""
     refusal: str = ""
     #: What opsbot-verify saw after the last step (VERIFIED / UNRESOLVED).
     verification: Verification | None = None

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Union
 from pydantic import Field, HttpUrl, field_validator, model_validator
 
 from shared_schema._model import Model
-from shared_schema.limits import APPROVAL_CEILING_SECONDS
-from shared_schema.timespan import parse_timespan
+from shared_schema.apply_window import ApplyWindow as ApplyWindow  # re-exported
+from shared_schema.standing import StandingApprovals
 from shared_schema.units import UnitName, denied_reason
 from shared_schema.write_tools import WRITE_TOOLS
 
@@ -19,36 +19,6 @@ if TYPE_CHECKING:
 else:
     #: The names the allowlist knows: exactly the write tools of the table.
     ToolName = Literal[WRITE_TOOLS]
-
-
-class ApplyWindow(Model):
-    """One ``[[executor.apply_window]]``: when approved plans may run.
-
-    ``start`` is a systemd calendar expression (systemd.time(7), checked by
-    ``systemd-analyze calendar`` where it is used); ``duration`` a systemd timespan. The
-    window is ``[start, start + duration)``: ``start = "Mon..Fri 02:00"``,
-    ``duration = "2h"`` is 02:00 to 04:00 on weekdays (``02:00..04:00`` in a calendar
-    expression would be 02:00 to 02:04).
-    """
-
-    start: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[ -~]+$")]
-    duration: Annotated[str, Field(min_length=1, max_length=64)]
-
-    @field_validator("duration")
-    @classmethod
-    def _timespan(cls, value: str) -> str:
-        seconds = parse_timespan(value)
-        if seconds is None:
-            raise ValueError(f"{value!r} is not a systemd timespan (30min, 2h, '1h 30min')")
-        if not 60 <= seconds <= APPROVAL_CEILING_SECONDS:
-            raise ValueError(f"{value!r}: a window lasts from 1min to 7d")
-        return value
-
-    @property
-    def seconds(self) -> float:
-        seconds = parse_timespan(self.duration)
-        assert seconds is not None  # checked by the validator
-        return seconds
 
 
 class ExecutorPolicy(Model):
@@ -313,6 +283,8 @@ class OpsbotConfig(Model):
     notify: NotifySettings = NotifySettings()
     web: WebSettings = WebSettings()
     approvers: dict[Name, ApproverSettings] = {}
+    #: ``[[approve.rule]]``: standing approvals (shared_schema/standing.py).
+    approve: StandingApprovals = StandingApprovals()
 
     @model_validator(mode="after")
     def _known_channels(self) -> "OpsbotConfig":

@@ -49,6 +49,8 @@ EVERY_VERB = {
     "watch": ["watch", "app.service"],
     "unwatch": ["unwatch", "app.service"],
     "check-config": ["check-config"],
+    "policy check": ["policy", "check"],
+    "policy test": ["policy", "test", PLAN_ID],
     "polkit-rule": ["polkit-rule"],
     "polkit-rule --write": ["polkit-rule", "--write"],
     "firewall": ["firewall"],
@@ -66,6 +68,8 @@ CHANGES_THE_HOST = {
     "approvers list",
 }
 IS_ROOT = os.geteuid() == 0
+#: The verbs that read only the config (and /etc/polkit-1): anyone may run them.
+READ_ONLY_CONFIG = ("check-config", "policy check", "polkit-rule", "firewall")
 
 
 def operators_gid() -> int:
@@ -168,7 +172,7 @@ def assert_one_line(verb: str, ran: Ran, *, may_succeed: bool = False) -> None:
     assert "Traceback" not in ran.err, f"opsbot {verb}:\n{ran.err}"
     if may_succeed and ran.err == "":
         if ran.status == 0 or (verb == "check-config" and ran.status == 1):
-            assert verb in ("check-config", "polkit-rule", "firewall"), f"opsbot {verb} succeeded"
+            assert verb in READ_ONLY_CONFIG, f"opsbot {verb} succeeded"
             assert ran.status == 0 or "  warning: " in ran.out
             return
     lines = ran.err.splitlines()
@@ -247,9 +251,9 @@ def test_root_gets_one_line_where_a_state_path_is_not_a_directory(
     monkeypatch.setenv("OPSBOT_DIAGNOSE_SOCKET", str(blocker / "diagnose.sock"))
     monkeypatch.setattr(os, "geteuid", lambda: 0)  # root's path through the verbs
     ran = run_in_child(EVERY_VERB[verb], host.base / "scratch", None, [])
-    # check-config, polkit-rule and firewall read only the config (and /etc/polkit-1):
-    # root may.
-    assert_one_line(verb, ran, may_succeed=verb in ("check-config", "polkit-rule", "firewall"))
+    # check-config, policy check, polkit-rule and firewall read only the config (and
+    # /etc/polkit-1): root may.
+    assert_one_line(verb, ran, may_succeed=verb in READ_ONLY_CONFIG)
 
 
 def test_an_unforeseen_error_is_one_line_and_its_traceback_is_asked_for(

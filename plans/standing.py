@@ -1,0 +1,199 @@
+"""Whether a standing approval rule (``[[approve.rule]]``, shared_schema/standing.py) would
+approve a plan, and why not: the one place that decides it.
+
+A rule approves a plan only when every one of these holds, asked in this order:
+
+1. the plan waits for approval (PROPOSED);
+2. each step's tool is one the rule names;
+3. each step's unit matches one of the rule's units, and is in ``[executor.allow]`` for
+   that tool as the config stands now (a rule never reaches past the allowlist);
+4. one of the rule's windows is open now (a rule without windows: any time);
+5. opsbot's recent plans allow the steps (plans.verification.history_errors: the
+   restart budget, and never the very steps of a plan that ended UNRESOLVED);
+6. each unit's history: no plan of it is in flight (approved, applying, or applied and
+   not yet judged), and the newest that ran ended VERIFIED (or none ran). An UNRESOLVED,
+   FAILED or INTERRUPTED one suspends every rule for that unit until a later plan, which
+   a human approves, ends VERIFIED;
+7. the rule approved fewer than ``max_per_unit`` plans of each unit within its
+   ``period``.
+
+The first rule that approves decides (:class:`RuleApproves`); otherwise the plan is for
+humans (:class:`ForHumans`), with each rule's first reason. A rule's ``mode`` does not
+change the decision, only what is done with it (shadow: recorded, never written).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from plans.errors import PlanError
+from plans.store import PlanStore
+from plans.verification import history_errors
+from plans.windows import Analyzer, systemd_analyze, window_state
+from shared_schema import ExecutorPolicy, Plan, PlanState
+from shared_schema.standing import ApproveRule
+
+#: A plan of the unit is on its way: approved, running, or ran and not yet judged.
+IN_FLIGHT = frozenset({PlanState.APPROVED, PlanState.APPLYING, PlanState.APPLIED})
+#: The ends of a plan that ran and did not fix what it was for.
+NOT_FIXED = frozenset({PlanState.UNRESOLVED, PlanState.FAILED, PlanState.INTERRUPTED})
+
+
+@dataclass(frozen=True)
+class RuleApproves:
+    """``rule`` approves the plan (in its mode)."""
+
+    rule: ApproveRule
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Why one rule does not approve the plan."""
+
+    rule: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ForHumans:
+    """No rule approves the plan: it waits for a human, as without rules."""
+
+    refused: tuple[Refused, ...]
+
+
+Decision = RuleApproves | ForHumans
+
+
+@dataclass(frozen=True)
+class UnitHistory:
+    """A unit as opsbot's stored plans tell it: a plan of it in flight, how the newest
+    that ran ended (None: none ran), and when each rule approved a plan of it."""
+
+    in_flight: str | None
+    last_ran: tuple[str, PlanState] | None
+    by_rule: dict[str, tuple[datetime, ...]] = field(default_factory=dict)
+
+    def approvals(self, rule: str, since: datetime) -> int:
+        """How many plans of the unit ``rule`` approved since ``since``."""
+        return sum(1 for at in self.by_rule.get(rule, ()) if at >= since)
+
+
+def unit_history(store: PlanStore, unit: str, skip: str = "") -> UnitHistory:
+    """``unit``'s history in ``store`` (every retained plan; ``skip`` the one asked about)."""
+    in_flight: str | None = None
+    last: tuple[str, PlanState] | None = None
+    by_rule: dict[str, list[datetime]] = {}
+    for plan_id in sorted(store.ids(), reverse=True):  # newest first: ids start with the time
+        if plan_id == skip:
+            continue
+        try:
+            record = store.load(plan_id)
+            if unit not in store.verified_plan(record).units():
+                continue
+            status = store.status(plan_id, record)
+        except PlanError:
+            continue
+        state = status.state
+        if state in IN_FLIGHT and in_flight is None:
+            in_flight = plan_id
+        if last is None and (state is PlanState.VERIFIED or state in NOT_FIXED):
+            last = (plan_id, state)
+        if status.approved_by_rule:
+            approved = [t.at for t in status.history if t.state is PlanState.APPROVED]
+            by_rule.setdefault(status.approved_by_rule, []).extend(approved[-1:])
+    return UnitHistory(in_flight, last, {rule: tuple(at) for rule, at in by_rule.items()})
+
+
+def decide(
+    plan: Plan,
+    state: PlanState,
+    rules: Sequence[ApproveRule],
+    policy: ExecutorPolicy,
+    history: Callable[[str], UnitHistory],
+    recent: Callable[[Plan], list[str]],
+    now: datetime,
+    analyze: Analyzer = systemd_analyze,
+) -> Decision:
+    """The first of ``rules`` that approves ``plan`` (in ``state``), or why none does.
+    ``history`` reads a unit's history (:func:`unit_history`), ``recent`` says what
+    opsbot's recent plans forbid the plan (:func:`recent_errors`)."""
+    if not rules:
+        return ForHumans(())
+    refused = []
+    for rule in rules:
+        reason = _refusal(plan, state, rule, policy, history, recent, now, analyze)
+        if reason is None:
+            return RuleApproves(rule)
+        refused.append(Refused(rule.name, reason))
+    return ForHumans(tuple(refused))
+
+
+def _refusal(
+    plan: Plan,
+    state: PlanState,
+    rule: ApproveRule,
+    policy: ExecutorPolicy,
+    history: Callable[[str], UnitHistory],
+    recent: Callable[[Plan], list[str]],
+    now: datetime,
+    analyze: Analyzer,
+) -> str | None:
+    if state is not PlanState.PROPOSED:
+        return f"the plan is {state}, not waiting for approval"
+    for step in plan.steps:
+        unit = step.args.unit
+        if step.tool not in rule.tools:
+            return f"{step.tool} is not one of its tools ({', '.join(rule.tools)})"
+        if not any(fnmatch.fnmatchcase(unit, pattern) for pattern in rule.units):
+            return f"{unit} is not one of its units ({', '.join(rule.units)})"
+        if unit not in policy.allow.get(step.tool, []):
+            return f"{unit} is not in [executor.allow] {step.tool}"
+    if rule.windows and not window_state(rule.windows, now, analyze=analyze).open:
+        return "none of its windows is open now"
+    forbidden = recent(plan)
+    if forbidden:
+        return forbidden[0]
+    since = now - timedelta(seconds=rule.period_seconds)
+    for unit in plan.units():
+        past = history(unit)
+        if past.in_flight is not None:
+            return f"plan {past.in_flight} of {unit} is on its way; its verdict comes first"
+        if past.last_ran is not None and past.last_ran[1] in NOT_FIXED:
+            plan_id, ended = past.last_ran
+            return (
+                f"the last plan that ran on {unit}, {plan_id}, ended {ended}: rules are "
+                "suspended for it until a plan a human approves ends VERIFIED"
+            )
+        count = past.approvals(rule.name, since)
+        if count >= rule.max_per_unit:
+            return (
+                f"it approved {count} plans of {unit} in the last {rule.period} "
+                f"(max_per_unit {rule.max_per_unit})"
+            )
+    return None
+
+
+def recent_errors(
+    store: PlanStore, policy: ExecutorPolicy, now: datetime
+) -> Callable[[Plan], list[str]]:
+    """What opsbot's recent plans in ``store`` forbid a plan, as messages."""
+
+    def forbidden(plan: Plan) -> list[str]:
+        return [error.message for error in history_errors(plan, store, policy, now)]
+
+    return forbidden
+
+
+__all__ = [
+    "Decision",
+    "ForHumans",
+    "Refused",
+    "RuleApproves",
+    "UnitHistory",
+    "decide",
+    "recent_errors",
+    "unit_history",
+]

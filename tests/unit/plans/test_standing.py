@@ -1,0 +1,256 @@
+"""Whether a standing approval rule approves a plan (plans/standing.py): only for the
+tools it names, the units it names that the allowlist also holds, inside its windows,
+within the restart budget and its own limit, and never for a unit whose last fix did not
+hold; otherwise the plan waits for a human, with each rule's reason."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+from pydantic import ValidationError
+
+from plans import PlanStore
+from plans.records import StatusRecord, Transition
+from plans.standing import ForHumans, RuleApproves, decide, recent_errors, unit_history
+from shared_schema import ExecutorPolicy, OpsbotConfig, Plan, PlanState, StepRecord
+from shared_schema.standing import ApproveRule
+from tests.unit.plans.helpers import NOW, POLICY, plan_of, step, submitted
+
+NIGHT = ApproveRule(name="night-restarts", tools=["restart_unit"], units=["worker@*.service"])
+
+
+def ask(
+    store: PlanStore,
+    plan: Plan,
+    *rules: ApproveRule,
+    state: PlanState = PlanState.PROPOSED,
+    policy: ExecutorPolicy = POLICY,
+    now: datetime = NOW,
+) -> RuleApproves | ForHumans:
+    return decide(
+        plan,
+        state,
+        rules or (NIGHT,),
+        policy,
+        history=lambda unit: unit_history(store, unit),
+        recent=recent_errors(store, policy, now),
+        now=now,
+        analyze=_calendar,
+    )
+
+
+def _calendar(expression: str, base: datetime, iterations: int) -> list[datetime]:
+    """systemd-analyze for "*-*-* 02:00": the next 02:00 UTC after ``base``."""
+    assert expression == "*-*-* 02:00"
+    first = base.replace(hour=2, minute=0, second=0, microsecond=0)
+    if first <= base:
+        first += timedelta(days=1)
+    return [first + timedelta(days=n) for n in range(iterations)]
+
+
+def ended(store: PlanStore, plan: Plan, state: PlanState, at: datetime) -> str:
+    """A plan of the past that ran and ended in ``state`` at ``at``."""
+    record = submitted(store, plan, at - timedelta(minutes=5))
+    history = [Transition(state=state, at=at, by="test")]
+    store.save_status(StatusRecord(plan_id=record.plan_id, state=state, history=history))
+    return record.plan_id
+
+
+def reasons(decision: RuleApproves | ForHumans) -> list[str]:
+    assert isinstance(decision, ForHumans), decision
+    return [refused.reason for refused in decision.refused]
+
+
+WORKER = plan_of(step("restart_unit", "worker@1.service"), goal="bring the worker back")
+
+
+def test_a_rule_approves_a_restart_of_a_unit_its_glob_and_the_allowlist_both_hold(
+    store: PlanStore,
+) -> None:
+    """worker@1.service is allowlisted for restart_unit and matches worker@*.service: the
+    rule approves its restart."""
+    assert ask(store, WORKER) == RuleApproves(NIGHT)
+
+
+def test_a_tool_the_rule_does_not_name_goes_to_a_human(store: PlanStore) -> None:
+    """A stop is not a restart: the rule names restart_unit only, and there is no
+    wildcard for tools, so the stop waits for a human with the reason."""
+    stop = plan_of(step("stop_unit", "worker@1.service"))
+    assert reasons(ask(store, stop)) == ["stop_unit is not one of its tools (restart_unit)"]
+
+
+def test_a_unit_the_glob_matches_but_the_allowlist_lacks_goes_to_a_human(
+    store: PlanStore,
+) -> None:
+    """worker@2.service matches the rule's glob but [executor.allow] has only
+    worker@1: a rule never reaches past the allowlist."""
+    other = plan_of(step("restart_unit", "worker@2.service"))
+    assert reasons(ask(store, other)) == [
+        "worker@2.service is not in [executor.allow] restart_unit"
+    ]
+
+
+def test_every_step_must_be_the_rules(store: PlanStore) -> None:
+    """A plan of two steps, one of a unit the rule does not name: not approved."""
+    both = plan_of(step("restart_unit", "worker@1.service"), step("restart_unit", "app.service"))
+    assert reasons(ask(store, both)) == ["app.service is not one of its units (worker@*.service)"]
+
+
+def test_outside_its_windows_a_rule_approves_nothing(store: PlanStore) -> None:
+    """A rule for the night (02:00 for 4 h) asked at 21:35: not now."""
+    night = ApproveRule.model_validate(
+        {**NIGHT.model_dump(), "windows": [{"start": "*-*-* 02:00", "duration": "4h"}]}
+    )
+    assert reasons(ask(store, WORKER, night)) == ["none of its windows is open now"]
+    at_three = NOW.replace(hour=3) + timedelta(days=1)
+    assert ask(store, WORKER, night, now=at_three) == RuleApproves(night)
+
+
+def test_a_fix_that_did_not_hold_suspends_the_rule_until_a_human_fix_holds(
+    store: PlanStore,
+) -> None:
+    """The last restart of worker@1 ended UNRESOLVED: no rule approves the next plan of
+    it. A human approves one, it ends VERIFIED: the rule may approve again."""
+    failed = ended(store, WORKER, PlanState.UNRESOLVED, NOW - timedelta(hours=3))
+    assert reasons(ask(store, WORKER)) == [
+        f"the last plan that ran on worker@1.service, {failed}, ended UNRESOLVED: rules are "
+        "suspended for it until a plan a human approves ends VERIFIED"
+    ]
+    again = plan_of(step("restart_unit", "worker@1.service"), goal="a human's second try")
+    ended(store, again, PlanState.VERIFIED, NOW - timedelta(hours=2))
+    assert ask(store, WORKER) == RuleApproves(NIGHT)
+
+
+def test_a_plan_on_its_way_comes_first(store: PlanStore) -> None:
+    """A plan of worker@1 was approved and has not run: the next waits for its verdict."""
+    first = submitted(store, plan_of(step("start_unit", "worker@1.service")))
+    store.save_status(
+        StatusRecord(
+            plan_id=first.plan_id,
+            state=PlanState.APPROVED,
+            history=[Transition(state=PlanState.APPROVED, at=NOW, by="alice")],
+        )
+    )
+    assert reasons(ask(store, WORKER)) == [
+        f"plan {first.plan_id} of worker@1.service is on its way; its verdict comes first"
+    ]
+
+
+def test_a_rule_stops_at_its_limit(store: PlanStore) -> None:
+    """The rule approved worker@1's restart three times within 24 h (each VERIFIED): the
+    fourth plan is a human's; an approval of 25 h ago no longer counts."""
+    for hours in (25, 20, 10):
+        approved_by_rule(store, NIGHT, NOW - timedelta(hours=hours))
+    assert ask(store, WORKER) == RuleApproves(NIGHT)
+    approved_by_rule(store, NIGHT, NOW - timedelta(hours=1))
+    assert reasons(ask(store, WORKER)) == [
+        "it approved 3 plans of worker@1.service in the last 24h (max_per_unit 3)"
+    ]
+    other = ApproveRule(name="other", tools=["restart_unit"], units=["worker@1.service"])
+    assert ask(store, WORKER, other) == RuleApproves(other)  # each rule its own count
+
+
+def approved_by_rule(store: PlanStore, rule: ApproveRule, at: datetime) -> None:
+    """A plan of worker@1 that ``rule`` approved at ``at`` and that ended VERIFIED."""
+    record = submitted(store, plan_of(step("restart_unit", "worker@1.service"), goal=f"{at}"), at)
+    history = [
+        Transition(state=PlanState.APPROVED, at=at, by=f"rule {rule.name}"),
+        Transition(state=PlanState.VERIFIED, at=at + timedelta(minutes=1), by="opsbot-verify"),
+    ]
+    store.save_status(
+        StatusRecord(
+            plan_id=record.plan_id,
+            state=PlanState.VERIFIED,
+            history=history,
+            approved_by_rule=rule.name,
+        )
+    )
+
+
+def test_never_past_the_restart_budget(store: PlanStore) -> None:
+    """worker@1 was restarted 3 times in the budget's 30 minutes (all VERIFIED): a rule
+    does not approve a fourth restart, whatever its own limit."""
+    for minutes in (25, 15, 5):
+        at = NOW - timedelta(minutes=minutes)
+        restart = plan_of(step("restart_unit", "worker@1.service"), goal=f"restart {minutes}")
+        status = store.status(ended(store, restart, PlanState.VERIFIED, at))
+        ran = StepRecord(
+            index=0,
+            tool="restart_unit",
+            argv=["systemctl", "restart", "worker@1.service"],
+            outcome="ok",
+            started_at=at,
+            finished_at=at,
+            exit_status=0,
+        )
+        store.save_status(status.model_copy(update={"steps": [ran]}))
+        assert store.consume(status.plan_id, "0" * 64, "opsbot-executor", at)  # it ran
+    [reason] = reasons(ask(store, WORKER))
+    assert "restarted worker@1.service 3 times" in reason
+
+
+def test_a_plan_not_waiting_is_not_approved(store: PlanStore) -> None:
+    """Only a PROPOSED plan is asked about: a STALE one is refused by every rule."""
+    assert reasons(ask(store, WORKER, state=PlanState.STALE)) == [
+        "the plan is STALE, not waiting for approval"
+    ]
+
+
+def test_the_first_rule_that_approves_decides_and_each_other_says_why(
+    store: PlanStore,
+) -> None:
+    """Two rules: the first names another unit, the second approves."""
+    app = ApproveRule(name="app", tools=["restart_unit"], units=["app.service"])
+    assert ask(store, WORKER, app, NIGHT) == RuleApproves(NIGHT)
+    none = ask(store, WORKER, app)
+    assert isinstance(none, ForHumans)
+    assert [r.rule for r in none.refused] == ["app"]
+
+
+def test_without_rules_every_plan_is_a_humans(store: PlanStore) -> None:
+    """No [[approve.rule]]: as before, every plan waits for a human."""
+    assert decide(
+        WORKER,
+        PlanState.PROPOSED,
+        (),
+        POLICY,
+        history=lambda unit: unit_history(store, unit),
+        recent=lambda plan: [],
+        now=NOW,
+    ) == ForHumans(())
+
+
+@pytest.mark.parametrize(
+    ("rule", "message"),
+    [
+        ({"tools": ["*"], "units": ["app.service"]}, "Input should be"),
+        ({"tools": ["restart_unit"], "units": ["*"]}, "not a unit name, nor a glob"),
+        ({"tools": ["restart_unit"], "units": []}, "at least 1 item"),
+        ({"tools": ["restart_unit", "restart_unit"], "units": ["a.service"]}, "named twice"),
+        ({"tools": ["restart_unit"], "units": ["a.service"], "period": "5min"}, "from 1h"),
+        ({"tools": ["restart_unit"], "units": ["a.service"], "mode": "yes"}, "shadow"),
+        ({"tools": ["restart_unit"], "units": ["a.service"], "mode": "enforce"}, "not built"),
+    ],
+)
+def test_a_rule_that_names_too_much_or_too_little_is_refused(
+    rule: dict[str, object], message: str
+) -> None:
+    """No wildcard tool, no bare "*" unit, no empty list, nothing twice, no period
+    shorter than an hour, no mode but shadow (enforce is refused until rules can approve:
+    an operator who writes it must not believe a rule acts)."""
+    with pytest.raises(ValidationError) as caught:
+        OpsbotConfig.model_validate({"approve": {"rule": [{"name": "r", **rule}]}})
+    assert message in str(caught.value)
+
+
+def test_two_rules_of_one_name_are_refused() -> None:
+    """The audit names the rule that approved: two of one name would be ambiguous."""
+    rule = {"name": "same", "tools": ["restart_unit"], "units": ["a.service"]}
+    with pytest.raises(ValidationError, match="same is used twice"):
+        OpsbotConfig.model_validate({"approve": {"rule": [rule, rule]}})
+
+
+def test_a_new_rule_is_in_shadow_unless_it_says_enforce() -> None:
+    """Shadow first: a rule that does not say its mode only records what it would do."""
+    assert NIGHT.mode == "shadow"
