@@ -261,7 +261,7 @@ class ApproverService:
 
     def follow(self, request: Follow) -> Followed:
         """Where the plan a used token decided is now; changes nothing."""
-        token, at = tokens.decided(self.state.load(), request.token)
+        token, at = tokens.decided(self.state.load(), request.token, self.now())
         record = self._record(token.plan_id, token.sha256)
         try:
             plan = self.store.verified_plan(record)
@@ -327,6 +327,7 @@ class ApproverService:
                 renew=False,
             )
         except OpsbotError as exc:
+            self._spent(state, key)
             if _store_failure(exc):
                 raise
             raise Refusal("plan", exc.message, hint=exc.hint) from exc
@@ -353,6 +354,12 @@ class ApproverService:
             applies=applies[:2000],
             plan=plan_brief(reviewed.record, reviewed.plan, self.host),
         )
+
+    def _spent(self, state: ApproverState, key: str) -> None:
+        """The token was used up before the decision, which then failed: it stays used
+        (a link works once), but it decided nothing, so ``follow`` does not say it did."""
+        tokens.decided_nothing(state, key)
+        self.state.save(state)
 
     def _still_waits(self, reviewed: Reviewed, now: datetime) -> None:
         """A link approves a plan that waits: PROPOSED and not expired. plans.approve also
@@ -404,6 +411,7 @@ class ApproverService:
                 reason=request.reason or f"rejected by {name} from the approval page",
             )
         except OpsbotError as exc:
+            self._spent(state, key)
             if _store_failure(exc):
                 raise
             raise Refusal("plan", exc.message, hint=exc.hint) from exc

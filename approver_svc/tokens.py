@@ -99,12 +99,12 @@ def lookup(state: ApproverState, token: str, now: datetime) -> tuple[str, TokenR
     return key, record
 
 
-def decided(state: ApproverState, token: str) -> tuple[TokenRecord, datetime]:
+def decided(state: ApproverState, token: str, now: datetime) -> tuple[TokenRecord, datetime]:
     """The record of a token that decided its plan (used, not merely killed by its
-    sibling or by wrong codes), and when, for ``follow``; else Refusal("token"). Kept
-    until the link would have expired, like every token."""
+    sibling or by wrong codes, nor spent on a decision that failed), and when, for
+    ``follow``, until the link would have expired; else Refusal("token")."""
     record = state.tokens.get(digest(token))
-    if record is None:
+    if record is None or now >= record.expires_at:
         raise Refusal("token", UNKNOWN, hint=HINT)
     if record.used_at is None or record.ended_by != "used":
         raise Refusal(
@@ -113,6 +113,15 @@ def decided(state: ApproverState, token: str) -> tuple[TokenRecord, datetime]:
             + (f" ({record.ended_by})" if record.ended_by else ": it is still unused"),
         )
     return record, record.used_at
+
+
+#: ``ended_by`` of a token spent on a decision that then failed.
+DECIDED_NOTHING = "used; nothing was decided"
+
+
+def decided_nothing(state: ApproverState, key: str) -> None:
+    """Token ``key`` was used up, but its approve or reject failed: it decided nothing."""
+    state.tokens[key].ended_by = DECIDED_NOTHING
 
 
 def use_up(state: ApproverState, key: str, now: datetime) -> None:

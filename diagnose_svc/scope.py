@@ -114,7 +114,11 @@ class Scope:
         """The unit in scope of the same type whose name ``unit`` most likely misspells
         (names compared without their type: every service ends in .service)."""
         stem, _, kind = unit.rpartition(".")
-        names = {u.rpartition(".")[0]: u for u in self.units if u.rpartition(".")[2] == kind}
+        names = {
+            u.rpartition(".")[0]: u
+            for u in self.units
+            if u.rpartition(".")[2] == kind and denied_reason(u) is None  # never suggested
+        }
         close = difflib.get_close_matches(stem, sorted(names), n=1)
         return names[close[0]] if close else None
 

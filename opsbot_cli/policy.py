@@ -5,7 +5,8 @@ approve a stored plan now and why each other would not (plans/standing.py decide
 ``check`` says, per rule, what it reaches now: each tool with the allowlisted units its
 patterns match (a pattern that reaches none is a warning, exit 1). ``test ID`` (root: it
 reads the plan store) asks the rules about one plan, as they would be asked when it was
-proposed: exit 0 when a rule would approve it, 3 when it waits for a human.
+proposed, but as the store, the config and the clock stand now: exit 0 when a rule would
+approve it, 3 when it waits for a human.
 
 Rules only explain for now: none writes an approval (every rule is in shadow), so every
 plan still waits for a human.
@@ -14,7 +15,6 @@ plan still waits for a human.
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import textwrap
 from typing import Any
 
@@ -23,8 +23,6 @@ from opsbot_cli.output import command, json_out, out, plan_id_arg, require_root
 from shared_io.config import load_config
 from shared_io.exit_codes import ERROR, OK, WAITING
 from shared_io.paths import Paths
-from shared_schema import ExecutorPolicy
-from shared_schema.standing import ApproveRule
 
 SUMMARY = "the standing approval rules: check them, or test which would approve a plan"
 
@@ -54,19 +52,9 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
     return run_test(args, paths, plan_id_arg(args.plan_id))
 
 
-def reach(rule: ApproveRule, policy: ExecutorPolicy) -> dict[str, list[str]]:
-    """Per tool of ``rule``, the units of ``[executor.allow]`` its patterns match."""
-    return {
-        tool: [
-            unit
-            for unit in policy.allow.get(tool, [])
-            if any(fnmatch.fnmatchcase(unit, pattern) for pattern in rule.units)
-        ]
-        for tool in rule.tools
-    }
-
-
 def run_check(args: argparse.Namespace, paths: Paths) -> int:
+    from plans.standing import reach
+
     config = load_config(paths.config)
     rules = config.approve.rule
     found: list[dict[str, Any]] = []
@@ -74,10 +62,17 @@ def run_check(args: argparse.Namespace, paths: Paths) -> int:
     for rule in rules:
         reaches = reach(rule, config.executor)
         for tool, units in reaches.items():
+            allowed = config.executor.allow.get(tool, [])
             if not units:
                 warnings.append(
                     f"rule {rule.name}: {tool} of {', '.join(rule.units)} reaches no unit "
                     f"[executor.allow] {tool} holds"
+                )
+            elif len(units) > 1 and len(units) == len(allowed) and _globs(rule.units):
+                warnings.append(
+                    f"rule {rule.name}: {tool} of {', '.join(rule.units)} reaches every unit "
+                    f"[executor.allow] {tool} holds ({len(units)}): name them if that is not "
+                    "meant (a unit allowed later is reached too)"
                 )
         found.append(
             {
@@ -160,3 +155,7 @@ def run_test(args: argparse.Namespace, paths: Paths, plan_id: str) -> int:
             for line in textwrap.wrap(f"{r.rule}: {r.reason}", 96, subsequent_indent="  "):
                 out(f"    {line}")
     return WAITING if rule is None else OK
+
+
+def _globs(patterns: list[str]) -> bool:
+    return any(c in pattern for pattern in patterns for c in "*?[")

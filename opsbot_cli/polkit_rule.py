@@ -21,6 +21,7 @@ from plans import RULE_PATH, approval_path, privilege_mode, render_rule, utcnow,
 from plans.polkit import RULE_DAYS, Interval, remove_grants, rule_matches
 from plans.windows import intervals
 from shared_io.config import load_config, load_with_digest
+from shared_io.errors import ConfigError
 from shared_io.paths import Paths
 from shared_schema import ExecutorPolicy
 
@@ -88,18 +89,29 @@ def write_following(
     opsbot-polkit-rule.path starts this at each save; a save that lands while this runs
     starts nothing (systemd merges the start into the running one), so the run watches
     the file itself, for a few seconds after each write (the unit gives ``--until-quiet
-    5``): an operator's second save right after the first is not lost.
+    5``): an operator's second save right after the first is not lost. A save that
+    does not load (caught half written, or a typo) is waited out like any change; if the
+    file still does not load once quiet, its ConfigError ends the run, the rule left as
+    the last good config made it.
     """
     policy, digest = _policy(paths)
     for _ in range(MAX_ROUNDS):
         rule, windows = rule_for(policy)
         write_rule(rule)
-        until = clock() + quiet
+        until, seen = clock() + quiet, digest
         while True:
-            policy, now = _policy(paths)
-            if now != digest:
+            try:
+                policy, now = _policy(paths)
+                broken = None
+            except ConfigError as exc:  # half saved, or a typo: the next save may mend it
+                broken, now = exc, f"broken: {exc.message}"
+            if broken is None and now != digest:
                 break
+            if now != seen:  # any change starts the quiet again
+                seen, until = now, clock() + quiet
             if clock() >= until:
+                if broken is not None:
+                    raise broken  # the rule stays the last good config's; the unit fails
                 return rule, windows, digest
             sleep(POLL)
         log.info("polkit.config_changed", reason="the config was saved again; writing again")

@@ -175,7 +175,7 @@ def _web(state: ConfigShown, digest: str, running: Callable[[str], bool | None])
         Running(
             unit,
             "older",
-            f"ran sha256 {state.web_digest[:12]} at its last relay ({seen})",
+            f"says it runs sha256 {state.web_digest[:12]} (at its last relay, {seen})",
             f"`sudo systemctl restart {unit}`",
         )
     ]

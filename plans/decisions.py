@@ -142,9 +142,9 @@ def _reviewable(
             hint="diagnose again for a new plan",
         )
     if sha256_prefix is not None and not record.sha256.startswith(sha256_prefix):
-        if not any(sha.startswith(sha256_prefix) for sha in accepted.sha256s):
-            # Neither the plan nor anything the executor logged for it: mistyped, or copied
-            # from another plan; the plan did not change.
+        if accepted.sha256s == {record.sha256}:
+            # The stored plan is the one the executor logged, and the digits are not its:
+            # mistyped, or copied from another plan; the plan did not change.
             raise ApprovalRefused(
                 f"plan {plan_id} does not match what you reviewed: nothing was approved",
                 hint=f"`opsbot show {plan_id}` prints its sha256, which starts "

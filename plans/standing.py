@@ -84,9 +84,9 @@ class UnitHistory:
 def unit_history(store: PlanStore, unit: str, skip: str = "") -> UnitHistory:
     """``unit``'s history in ``store`` (every retained plan; ``skip`` the one asked about)."""
     in_flight: str | None = None
-    last: tuple[str, PlanState] | None = None
+    ends: list[tuple[datetime, str, PlanState]] = []
     by_rule: dict[str, list[datetime]] = {}
-    for plan_id in sorted(store.ids(), reverse=True):  # newest first: ids start with the time
+    for plan_id in store.ids():
         if plan_id == skip:
             continue
         try:
@@ -94,17 +94,36 @@ def unit_history(store: PlanStore, unit: str, skip: str = "") -> UnitHistory:
             if unit not in store.verified_plan(record).units():
                 continue
             status = store.status(plan_id, record)
-        except PlanError:
-            continue
+        except PlanError as exc:
+            # Fail closed: a plan that cannot be read may be the fix that did not hold.
+            raise UnreadableHistory(f"plan {plan_id} cannot be read: {exc.message}") from exc
         state = status.state
-        if state in IN_FLIGHT and in_flight is None:
+        if state in IN_FLIGHT and (in_flight is None or plan_id > in_flight):
             in_flight = plan_id
-        if last is None and (state is PlanState.VERIFIED or state in NOT_FIXED):
-            last = (plan_id, state)
+        if (state is PlanState.VERIFIED or state in NOT_FIXED) and status.history:
+            ends.append((status.history[-1].at, plan_id, state))  # newest by when it ended
         if status.approved_by_rule:
             approved = [t.at for t in status.history if t.state is PlanState.APPROVED]
             by_rule.setdefault(status.approved_by_rule, []).extend(approved[-1:])
+    last = max(ends)[1:] if ends else None
     return UnitHistory(in_flight, last, {rule: tuple(at) for rule, at in by_rule.items()})
+
+
+class UnreadableHistory(PlanError):
+    """A stored plan of the unit cannot be read: no rule approves until it can."""
+
+
+def reach(rule: ApproveRule, policy: ExecutorPolicy) -> dict[str, list[str]]:
+    """Per tool of ``rule``, the units of ``[executor.allow]`` its patterns match."""
+    return {
+        tool: [
+            unit
+            for unit in policy.allow.get(tool, [])
+            if policy.allows(tool, unit)
+            and any(fnmatch.fnmatchcase(unit, pattern) for pattern in rule.units)
+        ]
+        for tool in rule.tools
+    }
 
 
 def decide(
@@ -149,7 +168,7 @@ def _refusal(
             return f"{step.tool} is not one of its tools ({', '.join(rule.tools)})"
         if not any(fnmatch.fnmatchcase(unit, pattern) for pattern in rule.units):
             return f"{unit} is not one of its units ({', '.join(rule.units)})"
-        if unit not in policy.allow.get(step.tool, []):
+        if not policy.allows(step.tool, unit):
             return f"{unit} is not in [executor.allow] {step.tool}"
     if rule.windows and not window_state(rule.windows, now, analyze=analyze).open:
         return "none of its windows is open now"
@@ -158,7 +177,10 @@ def _refusal(
         return forbidden[0]
     since = now - timedelta(seconds=rule.period_seconds)
     for unit in plan.units():
-        past = history(unit)
+        try:
+            past = history(unit)
+        except UnreadableHistory as exc:
+            return f"{unit}'s history cannot be read ({exc.message}); it waits for a human"
         if past.in_flight is not None:
             return f"plan {past.in_flight} of {unit} is on its way; its verdict comes first"
         if past.last_ran is not None and past.last_ran[1] in NOT_FIXED:
@@ -193,7 +215,9 @@ __all__ = [
     "Refused",
     "RuleApproves",
     "UnitHistory",
+    "UnreadableHistory",
     "decide",
+    "reach",
     "recent_errors",
     "unit_history",
 ]

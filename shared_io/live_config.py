@@ -79,13 +79,18 @@ class LiveConfig:
         #: The message of the last edit that did not load ("" once one loads).
         self.error = ""
         self._lock = threading.Lock()
+        #: Reads begun (one answer's attempt serves the answers that waited for it).
+        self._tries = 0
 
     def current(self) -> OpsbotConfig:
         stamp = _stamp(self.path)
         if stamp == self._seen:
             return self.config
+        tried = self._tries
         with self._lock:
-            if _stamp(self.path) != self._seen:
+            # Another answer's thread read (or tried to read) the file while this one
+            # waited for the lock: that attempt serves this answer too.
+            if self._tries == tried and _stamp(self.path) != self._seen:
                 self._reload()
             return self.config
 
@@ -107,20 +112,23 @@ class LiveConfig:
             restart_keys=changed,
         )
 
-    def _still(self) -> tuple[int, ...] | None:
-        """The file's stamp once it has been still for SETTLE seconds."""
+    def _settled(self) -> tuple[bool, tuple[int, ...] | None]:
+        """Whether the file is still, and its stamp: written SETTLE seconds ago or more
+        by its own time, else seen unchanged across SETTLE seconds of this daemon's own
+        waiting (a fresh file, one dated in the future, one missing for a moment)."""
         stamp = _stamp(self.path)
-        for _ in range(MAX_TRIES):
-            age = SETTLE if stamp is None else self._wall() - stamp[3] / 1e9
-            if not 0 <= age < SETTLE:
-                break
-            self._sleep(SETTLE - age)
-            stamp = _stamp(self.path)
-        return stamp
+        if stamp is not None and self._wall() - stamp[3] / 1e9 >= SETTLE:
+            return True, stamp
+        self._sleep(SETTLE)
+        again = _stamp(self.path)
+        return again == stamp, again
 
     def _reload(self) -> None:
+        self._tries += 1
         for _ in range(MAX_TRIES):
-            before = self._still()
+            still, before = self._settled()
+            if not still:
+                continue
             try:
                 config, digest = load_with_digest(self.path)
             except ConfigError as exc:

@@ -28,7 +28,7 @@ A rule names exactly what it may approve, and nothing is implied:
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
@@ -36,10 +36,13 @@ from shared_schema._model import Model
 from shared_schema.apply_window import ApplyWindow
 from shared_schema.timespan import parse_timespan
 from shared_schema.units import check_unit
+from shared_schema.write_tools import WRITE_TOOLS
 
-#: The tools a rule may name; each only by its name.
-RULE_TOOLS = ("start_unit", "restart_unit", "reset_failed_unit", "stop_unit", "reload_unit")
-RuleTool = Literal["start_unit", "restart_unit", "reset_failed_unit", "stop_unit", "reload_unit"]
+if TYPE_CHECKING:
+    RuleTool = str
+else:
+    #: The tools a rule may name, each only by its name: the write tools of the table.
+    RuleTool = Literal[WRITE_TOOLS]
 RuleName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,47}$")]
 #: Glob characters a unit pattern may hold (fnmatch's, without escapes).
 _GLOB = re.compile(r"\[[^\]/]*\]|[*?]")
@@ -70,7 +73,7 @@ class ApproveRule(Model):
 
     name: RuleName
     mode: Literal["shadow", "enforce"] = "shadow"
-    tools: Annotated[list[RuleTool], Field(min_length=1, max_length=len(RULE_TOOLS))]
+    tools: Annotated[list[RuleTool], Field(min_length=1, max_length=len(WRITE_TOOLS))]
     units: Annotated[list[UnitPattern], Field(min_length=1, max_length=64)]
     windows: Annotated[list[ApplyWindow], Field(max_length=16)] = []
     max_per_unit: Annotated[int, Field(ge=1, le=20)] = 3
@@ -126,7 +129,6 @@ class StandingApprovals(Model):
 
 
 __all__ = [
-    "RULE_TOOLS",
     "ApproveRule",
     "RuleName",
     "RuleTool",

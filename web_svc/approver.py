@@ -57,7 +57,8 @@ class ApproverClient:
     ) -> None:
         self.path = path
         self.timeout = timeout
-        #: Sent with each request: the approver tells check-config which file the page runs.
+        #: Sent with each view and decide: the approver tells check-config which file the
+        #: page says it runs.
         self.config_digest = config_digest
         self.limiter = anyio.CapacityLimiter(CONCURRENT_CALLS)
         self.decide_limiter = anyio.CapacityLimiter(CONCURRENT_DECIDES)

@@ -19,7 +19,7 @@ from structlog.testing import capture_logs
 from approver_svc import tokens
 from plans import PlanStore, approval_path
 from shared_schema import PlanState
-from shared_schema.approver_socket import Announce, Decide, Decided, Refused, View
+from shared_schema.approver_socket import Announce, Decide, Decided, Follow, Refused, View
 from tests.unit.approver.bench import Bench, bench
 from tests.unit.plans.helpers import edit_record, plan_of, step
 
@@ -402,6 +402,11 @@ def test_anyone_else_is_refused_before_a_byte_is_read(
             reply = refused(running.ask(path, Announce()), "request")
             if os.getuid() == 0:
                 assert "may not announce" in reply.reason
+                token = "A" * 22
+                decide = Decide(token=token, code="123456", confirm="ABCD")
+                for request in (View(token=token), decide, Follow(token=token)):
+                    reply = refused(running.ask(path, request), "request")
+                    assert f"may not {request.op}" in reply.reason
             else:
                 assert "permission denied" in reply.reason
 

@@ -97,3 +97,42 @@ def test_follow_is_the_web_relays_alone(b: Bench) -> None:
     assert isinstance(b.decide(link.token, b.code()), Decided)
     reply = b.ask(b.notify_socket, Follow(token=link.token))
     assert isinstance(reply, Refused) and reply.kind == "request", reply
+
+
+def test_a_link_is_followed_only_until_it_would_have_expired(b: Bench) -> None:
+    """alice's used link shows its plan while the link would have held; after that, the
+    approver has forgotten it, as the page says, even on a host where nothing else came
+    to prune its state."""
+    a = b.submit()
+    link = b.links(a.plan_id)[("alice", "approve")]
+    assert isinstance(b.decide(link.token, b.code()), Decided)
+    assert isinstance(follow(b, link.token), Followed)
+    b.clock.at = link.expires_at
+    refused = follow(b, link.token)
+    assert isinstance(refused, Refused) and refused.kind == "token", refused
+
+
+def test_a_link_spent_on_an_approval_that_failed_does_not_say_it_approved(
+    tmp_path: Path, store: PlanStore, approvals_dir: Path
+) -> None:
+    """alice's code and confirmation are right, the link is spent (it works once), but
+    the approval itself fails (systemd-analyze cannot read the apply window): following
+    the link says it decided nothing, never "approved by alice"."""
+    from plans import CalendarError
+    from shared_schema.config import ApplyWindow
+    from tests.unit.plans.helpers import POLICY
+
+    def broken(expression: str, base: object, iterations: int) -> list[object]:
+        raise CalendarError(f"systemd-analyze cannot read {expression!r}")
+
+    windowed = POLICY.model_copy(
+        update={"apply_window": [ApplyWindow(start="*-*-* 02:00", duration="2h")]}
+    )
+    with bench(tmp_path, store, approvals_dir, policy=windowed, analyze=broken) as b:
+        a = b.submit()
+        link = b.links(a.plan_id)[("alice", "approve")]
+        refused = b.decide(link.token, b.code())
+        assert isinstance(refused, Refused) and refused.kind == "plan", refused
+        assert b.store.status(a.plan_id).state is PlanState.PROPOSED
+        seen = follow(b, link.token)
+        assert isinstance(seen, Refused) and "decided nothing" in seen.reason, seen

@@ -119,3 +119,17 @@ def test_test_needs_an_id_and_root(
     assert main(["policy", "test", "20261129-213500-1a2b3c4d"]) == 2
     err = unfold(capsys.readouterr().err)
     assert "opsbot: hint: run it as root: sudo opsbot policy test 20261129-213500-1a2b3c4d" in err
+
+
+def test_check_warns_of_a_glob_that_reaches_the_whole_allowlist(
+    env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """units = ["*.service"] reaches every unit the allowlist holds for the tool, and
+    every unit allowed later: check says so, so that it is meant."""
+    env.write_text(
+        '[executor.allow]\nrestart_unit = ["app.service", "worker@1.service"]\n'
+        '[[approve.rule]]\nname = "all"\ntools = ["restart_unit"]\nunits = ["*.service"]\n'
+    )
+    assert main(["policy", "check"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "rule all: restart_unit of *.service reaches every unit [executor.allow]" in out

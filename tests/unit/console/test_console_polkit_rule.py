@@ -10,6 +10,7 @@ import pytest
 
 import opsbot_cli.polkit_rule as polkit_rule
 from opsbot_cli.errors import ConsoleError
+from shared_io.errors import ConfigError
 from shared_io.paths import Paths
 
 WIDE = '[executor.allow]\nrestart_unit = ["web.service", "db.service"]\n'
@@ -84,3 +85,31 @@ def test_a_config_that_never_settles_is_an_error_naming_it(
         polkit_rule.write_following(paths)
     assert str(paths.config) in caught.value.message
     assert "polkit-rule --write" in (caught.value.hint or "")
+
+
+def test_a_save_caught_half_written_is_waited_out_and_the_next_one_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the run waits for quiet, the watcher reads the file between an editor's two
+    writes (it does not load); the run does not end there: the completed save that
+    follows is written. Left broken, the run ends with the file's error and the rule
+    stays the last good one's."""
+    paths = _paths(tmp_path, WIDE)
+    written: list[str] = []
+    now = [0.0]
+    saves = {1.0: "[executor.allow\n", 1.4: NARROW}
+
+    def sleep(seconds: float) -> None:
+        now[0] = round(now[0] + seconds, 1)
+        if now[0] in saves:
+            paths.config.write_text(saves[now[0]])
+
+    monkeypatch.setattr(polkit_rule, "write_rule", written.append)
+    rule, _, _ = polkit_rule.write_following(paths, 5.0, clock=lambda: now[0], sleep=sleep)
+    assert len(written) == 2 and '"web.service"' not in rule and '"db.service"' in rule
+    written.clear()
+    paths.config.write_text(WIDE)
+    now[0], saves = 0.0, {1.0: "[executor.allow\n"}
+    with pytest.raises(ConfigError):
+        polkit_rule.write_following(paths, 5.0, clock=lambda: now[0], sleep=sleep)
+    assert len(written) == 1 and '"web.service"' in written[0]  # the last good config's

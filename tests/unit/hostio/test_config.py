@@ -4,6 +4,7 @@ the file and the key path."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -212,13 +213,38 @@ def test_a_file_caught_half_written_is_not_taken(tmp_path: Path) -> None:
     waited: list[float] = []
 
     def sleep(seconds: float) -> None:
+        if not waited:
+            path.write_text(whole)  # the editor's second write lands while the daemon waits
         waited.append(seconds)
-        path.write_text(whole)  # the editor's second write lands while the daemon waits
 
     live = LiveConfig(path, sleep=sleep)
     path.write_text(whole[: whole.index("max_steps")])  # the first write, still fresh
     assert live.current().diagnose.max_steps == 6
-    assert waited and 0 < waited[0] <= 0.2
+    assert waited == [0.2, 0.2]  # changed across the first wait, still across the second
+
+
+def test_a_file_that_never_stays_still_or_is_dated_ahead_is_not_trusted(tmp_path: Path) -> None:
+    """A file rewritten at every look keeps the configuration read before in force (and
+    says so); a file whose time is in the future is watched by the daemon's own waiting,
+    not believed old."""
+    path = write(tmp_path, VALID)
+    prefix = VALID[: VALID.index("max_steps")]
+    writes = iter(range(100))
+
+    def busy(seconds: float) -> None:
+        path.write_text(prefix + f"# save {next(writes)}\n")
+
+    live = LiveConfig(path, sleep=busy)
+    path.write_text(prefix)
+    with capture_logs() as logs:
+        assert live.current().diagnose.max_steps == 8
+    assert "config.unsettled" in [e["event"] for e in logs]
+    waited: list[float] = []
+    live = LiveConfig(path, sleep=waited.append)
+    path.write_text(VALID.replace("max_steps = 8", "max_steps = 7"))
+    ahead = time.time() + 3600
+    os.utime(path, (ahead, ahead))
+    assert live.current().diagnose.max_steps == 7 and waited == [0.2]
 
 
 def test_reload_reads_now_and_a_broken_edit_is_remembered_until_fixed(tmp_path: Path) -> None:

@@ -254,3 +254,38 @@ def test_two_rules_of_one_name_are_refused() -> None:
 def test_a_new_rule_is_in_shadow_unless_it_says_enforce() -> None:
     """Shadow first: a rule that does not say its mode only records what it would do."""
     assert NIGHT.mode == "shadow"
+
+
+def test_the_last_fix_is_the_one_that_ended_last_not_the_one_proposed_last(
+    store: PlanStore,
+) -> None:
+    """An older plan applied after a newer one: the newer ended VERIFIED at 19:00, the
+    older ended UNRESOLVED at 20:00. The fix that did not hold is the last one: the rule
+    is suspended."""
+    older = submitted(
+        store,
+        plan_of(step("restart_unit", "worker@1.service"), goal="older"),
+        NOW - timedelta(hours=5),
+    )
+    newer = submitted(
+        store,
+        plan_of(step("start_unit", "worker@1.service"), goal="newer"),
+        NOW - timedelta(hours=4),
+    )
+    for record, state, hour in ((newer, PlanState.VERIFIED, 19), (older, PlanState.UNRESOLVED, 20)):
+        at = NOW.replace(hour=hour, minute=0)
+        history = [Transition(state=state, at=at, by="test")]
+        store.save_status(StatusRecord(plan_id=record.plan_id, state=state, history=history))
+    [reason] = reasons(ask(store, WORKER))
+    assert f"{older.plan_id}, ended UNRESOLVED" in reason
+
+
+def test_a_plan_of_the_unit_that_cannot_be_read_keeps_rules_out(store: PlanStore) -> None:
+    """Fail closed: a stored plan of worker@1 whose bytes were edited may be the fix that
+    did not hold; no rule approves until it can be read."""
+    from tests.unit.plans.helpers import edit_record
+
+    past = ended(store, WORKER, PlanState.VERIFIED, NOW - timedelta(hours=1))
+    edit_record(store, past, plan=store.load(past).plan.replace("bring", "break"))
+    [reason] = reasons(ask(store, WORKER))
+    assert "history cannot be read" in reason and past in reason
