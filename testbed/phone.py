@@ -270,6 +270,23 @@ def tear_down_phone(ct: BootedSystemd) -> None:
     ct.systemctl("restart", "opsbot-web.socket", check=False)
 
 
+def clean_slate(ct: BootedSystemd) -> None:
+    """Reject what earlier stories on this shared host left waiting, and wait for an
+    apply that runs now to end: a plan of theirs applied later would restart a unit a
+    test's pinned plan expects untouched, and make it STALE."""
+    waiting = opsbot(ct, "plans", "--state", "proposed,approved", "--limit", "5000", "--json")
+    for plan in json.loads(waiting.stdout):
+        opsbot(ct, "reject", plan["plan_id"], "--reason", "a clean slate for the next story")
+    ct.wait_for(
+        lambda: (
+            ct.systemctl("show", "-P", "ActiveState", "opsbot-apply.service").stdout.strip()
+            != "activating"
+        ),
+        timeout=120,
+        what="no apply running",
+    )
+
+
 def propose(ct: BootedSystemd, goal: str, unit: str = "demo-web.service") -> dict[str, str]:
     """A plan stored as diagnosis stores one (restart ``unit``, pinned to its invocation):
     its id and sha256."""

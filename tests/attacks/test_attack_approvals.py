@@ -273,7 +273,7 @@ def test_plan_ids_with_path_separators_go_nowhere(ct: BootedSystemd) -> None:
     ):
         result = cli(ct, *argv, check=False)
         assert result.returncode == 2, (argv, result)
-        assert "is not a plan id" in result.stderr
+        assert "is not a plan id" in "\n".join(unfold(result.stderr))
 
     before = invocation(ct, DB)
     plan_id = approved(ct, DB, "crafted names")
@@ -306,7 +306,9 @@ def test_plan_ids_with_path_separators_go_nowhere(ct: BootedSystemd) -> None:
     ct.run(["ln", "-s", f"{STATE}/plans/{other}.json", f"{STATE}/plans/{alias}.json"])
     try:
         result = cli(ct, "approve", alias, "--sha256", "0" * 12, check=False)
-        assert result.returncode != 0 and "is a symlink; refusing it" in result.stderr
+        assert result.returncode != 0 and "is a symlink; refusing it" in "\n".join(
+            unfold(result.stderr)
+        )
         assert ct.run(["test", "-e", approval_path(alias)], check=False).returncode != 0
     finally:
         ct.run(["rm", "-f", f"{STATE}/plans/{alias}.json"])
@@ -372,12 +374,14 @@ def test_the_executors_user_cannot_turn_roots_approve_against_root(ct: BootedSys
         ct.run([*as_executor, "ln", "-sfn", "/etc/shadow", lock])
         result = cli(ct, "approve", plan_id, *sha, check=False)
         assert result.returncode == 1, result  # a store opsbot cannot use: an error
-        assert f"cannot open {lock}" in result.stderr
+        assert f"cannot open {lock}" in "\n".join(unfold(result.stderr))
         ct.run(["rm", "-f", lock])
 
         ct.run([*as_executor, "ln", "-sfn", "/etc/shadow", status])
         result = cli(ct, "approve", plan_id, *sha, check=False)
-        assert result.returncode == 1 and f"cannot read {status}" in result.stderr, result
+        assert result.returncode == 1 and f"cannot read {status}" in "\n".join(
+            unfold(result.stderr)
+        ), result
         assert ct.run(["test", "-e", approval_path(plan_id)], check=False).returncode != 0
 
         link = ct.run([*as_executor, "ln", "/etc/shadow", f"{STATE}/shadow"], check=False)
@@ -450,14 +454,15 @@ def test_approve_binds_only_the_plan_that_was_reviewed(ct: BootedSystemd) -> Non
 
         result = cli(ct, "approve", plan_id, "--sha256", reviewed[:12], check=False)
         assert result.returncode == 5, result
-        assert f"not the {reviewed[:12]} you reviewed: it changed since" in result.stderr
+        said = "\n".join(unfold(result.stderr))
+        assert f"not the {reviewed[:12]} you reviewed: it changed since" in said
 
         result = cli(ct, "approve", plan_id, "--sha256", rewritten[:12], check=False)
         assert result.returncode == 5, result
         assert (
             f"opsbot-executor.service logged accepting {reviewed[:16]}...: the stored plan was "
             "rewritten after it was accepted"
-        ) in result.stderr
+        ) in "\n".join(unfold(result.stderr))
 
         result = cli(ct, "approve", plan_id, check=False)
         assert result.returncode == 2, result
@@ -587,15 +592,16 @@ def test_an_approval_beyond_its_lifetime_runs_nothing(
 
 def test_on_a_terminal_approve_shows_the_plan_root_reads_and_asks(ct: BootedSystemd) -> None:
     """`sudo opsbot approve ID` on a terminal (a pty from script(1)): it prints the plan as
-    root reads it now, its full sha256 and each step's argv, then asks. "n" approves
-    nothing; "y" writes the approval."""
+    root reads it now, its sha256 (the first 16 digits, and where the whole one is) and
+    each step's argv, then asks. "n" approves nothing; "y" writes the approval, bound to
+    the whole sha256 of the plan it showed."""
     plan_id = propose(ct, DB, "approved on a terminal")
     sha = detail(ct, plan_id)["summary"]["sha256"]
     command = ["script", "-qec", f"/opt/opsbot/venv/bin/opsbot approve {plan_id}", "/dev/null"]
     try:
         declined = ct.run(command, input="n\n", check=False)
-        assert f"sha256    {sha}" in declined.stdout, declined.stdout
-        assert f"1. systemctl restart --no-ask-password -- {DB}" in declined.stdout
+        assert f"sha256    {sha[:16]}… (whole in `opsbot show {plan_id}`" in declined.stdout
+        assert f"run: systemctl restart --no-ask-password -- {DB}" in declined.stdout
         assert "was not approved: the answer was not yes" in declined.stdout
         assert not exists(ct, approval_path(plan_id))
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.host import PYTHON, REPO, plan_state, wait_state
-from testbed.phone import PAGE, Phone, propose
+from testbed.phone import PAGE, Phone, clean_slate, propose
 
 BUILD = Path(__file__).resolve().parents[2] / "build"
 SHOTS = "/srv/shots"
@@ -84,6 +84,7 @@ def test_an_approver_approves_on_a_phone_and_follows_the_plan(phone: Phone) -> N
     in words (no raw ISO time, no backticks). Screenshots: build/phone-*.png; the
     measured rects: build/phone-rects.json."""
     ct = phone.ct
+    clean_slate(ct)
     goal = "restart demo-web after it crashed (browser test)"
     plan = propose(ct, goal)
     notice = phone.notice_for(plan["plan_id"], "alice")
