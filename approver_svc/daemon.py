@@ -36,6 +36,7 @@ from shared_io import log as logsetup
 from shared_io.activation import listening_socket
 from shared_io.admission import Refusal as Busy
 from shared_io.admission import peer_uid
+from shared_io.approver_client import ask_approver
 from shared_io.errors import OpsbotError
 from shared_io.framing import Clock, LineReader, MessageTooLarge, send_line
 from shared_io.live_config import LiveConfig, reload_on_hup
@@ -45,12 +46,16 @@ from shared_schema._model import Model
 from shared_schema.approver_socket import (
     MAX_APPROVER_MESSAGE_BYTES,
     Announce,
+    ApplyRules,
     ConfigQuery,
     ConfigShown,
     Decide,
     Follow,
+    PolicyReport,
+    PolicySwitch,
     RefusalKind,
     Refused,
+    RulesApplied,
     View,
     parse_approver_request,
 )
@@ -115,7 +120,7 @@ class Server(ThreadedServer):
         if self.web_uid is not None and uid == self.web_uid:
             return (View, Decide, Follow)
         if uid == 0:
-            return (ConfigQuery,)
+            return (ConfigQuery, ApplyRules, PolicyReport, PolicySwitch)
         return ()
 
     def handle(self, conn: socket.socket) -> None:
@@ -181,6 +186,12 @@ class Server(ThreadedServer):
                     return encode(self.service.view(request))
                 if isinstance(request, Follow):
                     return encode(self.service.follow(request))
+                if isinstance(request, ApplyRules):
+                    return encode(self.service.apply_rules(request))
+                if isinstance(request, PolicyReport):
+                    return encode(self.service.policy_report(request))
+                if isinstance(request, PolicySwitch):
+                    return encode(self.service.policy_switch(request))
                 return encode(self.service.decide(request))
             except Refusal as exc:
                 source = getattr(request, "source", None)
@@ -222,8 +233,17 @@ def main(argv: list[str] | None = None) -> int:
         default=30.0,
         help="exit after this many seconds without a connection (0: never)",
     )
+    parser.add_argument(
+        "--apply-rules",
+        action="store_true",
+        help="do not serve: ask the running approver to put each plan that waits to the "
+        "standing rules ([[approve.rule]]), and log what they decided (opsbot-rules.service, "
+        "started by a plan stored)",
+    )
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
+    if args.apply_rules:
+        return apply_rules(args.socket, verbose=args.verbose)
     logsetup.configure("opsbot-approver", verbose=args.verbose)
     paths = Paths.from_env()
     try:
@@ -256,6 +276,27 @@ def main(argv: list[str] | None = None) -> int:
         server.serve()
     finally:
         listener.close()
+    return 0
+
+
+def apply_rules(socket_path: Path | None, *, verbose: bool = False) -> int:
+    """opsbot-rules.service: one ``rules`` request to the approver (root's), journaled."""
+    logsetup.configure("opsbot-approver", verbose=verbose)
+    try:
+        reply = ask_approver(ApplyRules(), RulesApplied, path=socket_path)
+    except OpsbotError as exc:
+        log.error("rules.unavailable", error=exc.message, hint=exc.hint)
+        print(f"opsbot-approver --apply-rules: {exc}", file=sys.stderr)
+        return exc.exit_status
+    for decision in reply.decided:
+        log.info(
+            "rules.decided",
+            plan_id=decision.plan_id,
+            outcome=decision.outcome,
+            rule=decision.rule or None,
+            units=" ".join(decision.units),
+        )
+    log.info("rules.done", plans=len(reply.decided), paused=reply.paused or None)
     return 0
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import structlog
 
 import plans
-from approver_svc import tokens, totp
+from approver_svc import rules, tokens, totp
 from approver_svc.errors import Refusal
 from approver_svc.state import ApproverState, StateFile
 from approver_svc.view import (
@@ -60,6 +60,7 @@ from shared_schema import ExecutorPolicy, OpsbotConfig, Plan, PlanState
 from shared_schema.approver_socket import (
     Announce,
     Announced,
+    ApplyRules,
     Decide,
     Decided,
     Follow,
@@ -67,6 +68,11 @@ from shared_schema.approver_socket import (
     Link,
     Notice,
     PlanView,
+    PolicyReport,
+    PolicyReported,
+    PolicySwitch,
+    PolicySwitched,
+    RulesApplied,
     View,
     Viewed,
 )
@@ -117,14 +123,19 @@ class ApproverService:
 
     def announce(self, request: Announce) -> Announced:
         """Links for every plan that waits and was not announced: PROPOSED, not expired,
-        its bytes verified, the executor's journal entry naming its sha256."""
-        approvers = sorted(self.config.approvers)
-        if not approvers:
-            log.warning("announce.no_approvers", hint="add [approvers.NAME] to opsbot.toml")
-            return Announced(notices=[])
+        its bytes verified, the executor's journal entry naming its sha256. The standing
+        rules are asked first (a plan a rule approves gets no links), and the plans they
+        approved since the last announce are told."""
         now = self.now()
         state = self.state.load()
         state.prune(now, totp.MEMORY_SECONDS)
+        rules.apply_rules(self, state, now)
+        ruled = rules.untold(self, state, now)
+        approvers = sorted(self.config.approvers)
+        if not approvers:
+            self.state.save(state)
+            log.warning("announce.no_approvers", hint="add [approvers.NAME] to opsbot.toml")
+            return Announced(notices=[])
         notices: list[Notice] = []
         # Only plans young enough to wait: ids begin with their submission time, so the
         # old ones are passed over without reading them (a store of years stays cheap).
@@ -152,7 +163,26 @@ class ApproverService:
         self.state.save(state)
         if notices:
             log.info("plans.announced", plans=" ".join(n.plan.plan_id for n in notices))
-        return Announced(notices=notices)
+        return Announced(notices=notices, ruled=ruled)
+
+    # -- standing rules ---------------------------------------------------------------
+
+    def apply_rules(self, request: ApplyRules) -> RulesApplied:
+        """Ask the rules about each plan that waits (approver_svc.rules)."""
+        now = self.now()
+        state = self.state.load()
+        decided = rules.apply_rules(self, state, now)
+        self.state.save(state)
+        return RulesApplied(decided=decided, paused=state.paused)
+
+    def policy_report(self, request: PolicyReport) -> PolicyReported:
+        return rules.report(self, self.state.load())
+
+    def policy_switch(self, request: PolicySwitch) -> PolicySwitched:
+        state = self.state.load()
+        pause = rules.switch(state, request.paused, request.by, request.reason, self.now())
+        self.state.save(state)
+        return PolicySwitched(pause=pause)
 
     def _notice(
         self, state: ApproverState, plan_id: str, approvers: list[str], now: datetime
@@ -178,7 +208,7 @@ class ApproverService:
                 reason="no plan.accepted entry of opsbot-executor.service names this sha256",
             )
             return None
-        view = self._plan_view(record, status, plan, now)
+        view = self.plan_view(record, status, plan, now)
         until = min(now + _seconds(self.policy.approval_ttl_seconds), expires)
         links = []
         for name in approvers:
@@ -203,7 +233,7 @@ class ApproverService:
         state.announced[plan_id] = expires
         return Notice(plan=view, links=links)
 
-    def _plan_view(
+    def plan_view(
         self, record: PlanRecord, status: StatusRecord, plan: Plan, now: datetime
     ) -> PlanView:
         earlier, number = None, 1
@@ -239,7 +269,7 @@ class ApproverService:
             status = self.store.status(record.plan_id, record)
         except OpsbotError as exc:
             raise Refusal("plan", exc.message) from exc
-        view = self._plan_view(record, status, plan, now)
+        view = self.plan_view(record, status, plan, now)
         return Viewed(
             plan=view, approver=token.approver, decision=token.decision, expires_at=token.expires_at
         )

@@ -22,7 +22,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationErro
 
 from approver_svc.errors import Refusal
 from shared_io.files import read_bounded, write_atomic
-from shared_schema.approver_socket import ApproverName, Decision
+from shared_schema.approver_socket import ApproverName, Decision, Pause, RuleDecision
 from shared_schema.units import PlanId, Sha256Hex
 
 log = structlog.get_logger("opsbot.approver")
@@ -30,6 +30,9 @@ log = structlog.get_logger("opsbot.approver")
 STATE_DIR = Path("/var/lib/opsbot-approver")
 STATE_FILE = "state.json"
 MAX_STATE_BYTES = 8 * 1024 * 1024
+#: What the standing rules decided, per plan: the newest are kept, the oldest dropped
+#: first (and counted), so a flood of plans cannot grow the file.
+MAX_RULE_RECORDS = 2000
 #: Source addresses whose wrong codes are remembered (a flood of addresses forgets the
 #: oldest, never the file's limit).
 MAX_SOURCES = 2000
@@ -77,6 +80,24 @@ class ApproverState(Model):
     sources: dict[Annotated[str, Field(max_length=100)], list[AwareDatetime]] = Field(
         default_factory=dict
     )
+    #: plan id -> what the standing rules decided about it (approver_svc.rules).
+    ruled: dict[PlanId, RuleDecision] = Field(default_factory=dict)
+    #: Records of ``ruled`` dropped to keep MAX_RULE_RECORDS.
+    ruled_dropped: int = 0
+    #: ``opsbot policy pause``/``resume``: the last switch (None: never paused).
+    pause: Pause | None = None
+
+    @property
+    def paused(self) -> bool:
+        return self.pause is not None and self.pause.paused
+
+    def record_rule(self, decision: RuleDecision) -> None:
+        """Remember ``decision``; past MAX_RULE_RECORDS, the oldest plan's is dropped."""
+        self.ruled[decision.plan_id] = decision
+        if len(self.ruled) > MAX_RULE_RECORDS:
+            keep = sorted(self.ruled)[-MAX_RULE_RECORDS:]
+            self.ruled_dropped += len(self.ruled) - len(keep)
+            self.ruled = {plan_id: self.ruled[plan_id] for plan_id in keep}
 
     def live_tokens(self) -> int:
         return sum(t.used_at is None for t in self.tokens.values())

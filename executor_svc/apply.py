@@ -195,7 +195,11 @@ class Applier:
         checked = decision.approval
         if not self.store.consume(status.plan_id, checked.file_sha256, self.actor, self.now()):
             return self._refuse(status, "approval was already used by another apply")
-        log.info("approval.consumed", approver=checked.approval.approver)
+        log.info(
+            "approval.consumed",
+            approver=checked.approval.approver or None,
+            approved_by_rule=checked.approval.approved_by_rule or None,
+        )
         mismatch = precondition_mismatch(decision.plan, self.read_state)
         if mismatch:
             return self._ended(status, PlanState.STALE, mismatch, decision.argv)

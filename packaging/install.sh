@@ -178,7 +178,8 @@ if [ "$enable" = 1 ]; then
     systemctl enable --now opsbot-executor.socket opsbot-diagnose.socket opsbot-apply.timer \
         opsbot-apply.path opsbot-verify.timer opsbot-verify.path \
         opsbot-archive.timer opsbot-archive.path opsbot-polkit-rule.timer opsbot-polkit-rule.path \
-        opsbot-approver.socket opsbot-web.socket opsbot-notify.path opsbot-notify.timer
+        opsbot-approver.socket opsbot-web.socket opsbot-notify.path opsbot-notify.timer \
+        opsbot-rules.path opsbot-rules.timer
 fi
 if [ "$without_polkit" = 0 ] && { [ -d /usr/share/polkit-1 ] || [ -x /usr/lib/polkit-1/polkitd ]; }; then
     "$venv/bin/opsbot" polkit-rule --write

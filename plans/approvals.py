@@ -188,12 +188,14 @@ def write_approval(
     *,
     expires_at: datetime | None = None,
     override_window: bool = False,
+    rule: tuple[str, str] | None = None,
 ) -> Approval:
     """Write the approval of ``record`` (as root). Replaces an earlier, unused one.
 
     It expires after ``ttl_seconds``, or at ``expires_at`` where the caller computed it
     (plans.windows.approval_expiry); ``override_window`` lets it run outside the
-    apply windows (``opsbot approve --now``)."""
+    apply windows (``opsbot approve --now``). ``rule``: (name, sha256) of the standing
+    rule that approves it, in place of ``approver``."""
     approval = Approval(
         plan_id=record.plan_id,
         sha256=record.sha256,
@@ -201,6 +203,8 @@ def write_approval(
         approved_at=now,
         expires_at=expires_at or now + timedelta(seconds=ttl_seconds),
         override_window=override_window,
+        approved_by_rule=rule[0] if rule else "",
+        rule_sha256=rule[1] if rule else "",
     )
     path = approval_path(approvals_dir, record.plan_id)
     with contextlib.suppress(FileNotFoundError):

@@ -214,6 +214,7 @@ def approve(
     override_window: bool = False,
     analyze: Analyzer = systemd_analyze,
     renew: bool = True,
+    rule: tuple[str, str] | None = None,
 ) -> Approved:
     """Write the approval of ``plan_id`` bound to its sha256, and mark it APPROVED.
 
@@ -228,7 +229,13 @@ def approve(
     one (plans.windows.approval_expiry: NoApplyWindow if none opens within 7 days)
     unless ``override_window`` (``opsbot approve --now``), which lets it run at once and
     is recorded in the approval and the journal.
+
+    ``rule``: (name, sha256) of the standing rule that approves it (root's approver,
+    approver_svc.rules), recorded as ``approved_by_rule`` and never as ``approver``;
+    only with ``renew`` False and without ``override_window``.
     """
+    if rule is not None and (renew or override_window or approver):
+        raise UsageError("a rule approves only a PROPOSED plan, in its windows, in no one's name")
     if not is_sha256_prefix(sha256_prefix):
         raise UsageError(
             f"{sha256_prefix[:80]!r} is not a sha256 prefix: give at least "
@@ -258,15 +265,18 @@ def approve(
             ttl_seconds,
             expires_at=expires_at,
             override_window=override_window,
+            rule=rule,
         )
         if status.state is PlanState.PROPOSED:
             try:
                 status = transition(
                     status,
                     PlanState.APPROVED,
-                    by=approver,
+                    by=approval.by,
                     at=now,
                     approved_by=approver,
+                    approved_by_rule=rule[0] if rule else "",
+                    rule_sha256=rule[1] if rule else "",
                     waits_for_window=waits,
                 )
             except TransitionRefused as exc:
@@ -281,7 +291,9 @@ def approve(
         "plan.approved",
         plan_id=plan_id,
         sha256=record.sha256,
-        approver=approver,
+        approver=approver or None,
+        approved_by_rule=rule[0] if rule else None,
+        rule_sha256=rule[1] if rule else None,
         expires_at=approval.expires_at.isoformat(),
         override_window=True if override_window else None,
         window_opens_at=waits.opens_at.isoformat() if waits and waits.opens_at else None,

@@ -64,6 +64,8 @@ class StatusRecord(Model):
     #: The standing approval rule that approved it ([[approve.rule]]), never in
     #: ``approved_by``: a rule named like a person is not one.
     approved_by_rule: str = ""
+    #: The sha256 of that rule as it stood when it approved (shared_schema.standing).
+    rule_sha256: str = ""
     refusal: str = ""
     #: What opsbot-verify saw after the last step (VERIFIED / UNRESOLVED).
     verification: Verification | None = None

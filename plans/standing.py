@@ -7,7 +7,8 @@ A rule approves a plan only when every one of these holds, asked in this order:
 2. each step's tool is one the rule names;
 3. each step's unit matches one of the rule's units, and is in ``[executor.allow]`` for
    that tool as the config stands now (a rule never reaches past the allowlist);
-4. one of the rule's windows is open now (a rule without windows: any time);
+4. one of the rule's windows is open now (a rule without windows: any time), and the
+   executor's apply windows are (a rule's approval is for an apply now);
 5. opsbot's recent plans allow the steps (plans.verification.history_errors: the
    restart budget, and never the very steps of a plan that ended UNRESOLVED);
 6. each unit's history: no plan of it is in flight (approved, applying, or applied and
@@ -172,6 +173,9 @@ def _refusal(
             return f"{unit} is not in [executor.allow] {step.tool}"
     if rule.windows and not window_state(rule.windows, now, analyze=analyze).open:
         return "none of its windows is open now"
+    if policy.apply_window and not window_state(policy.apply_window, now, analyze=analyze).open:
+        # A rule's approval is for an apply now, never one that waits days for a window.
+        return "[executor] apply_window is closed now"
     forbidden = recent(plan)
     if forbidden:
         return forbidden[0]

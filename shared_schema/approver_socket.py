@@ -95,11 +95,42 @@ class Follow(Model):
     token: Token
 
 
+class ApplyRules(Model):
+    """Root's opsbot-rules.service (started by a plan stored): ask the standing rules
+    about every PROPOSED plan they have not been asked about (the approver also does
+    before each ``announce``, so no plan is announced before its rules decided)."""
+
+    v: Literal[1] = 1
+    op: Literal["rules"] = "rules"
+
+
+class PolicyReport(Model):
+    """Root's ``opsbot policy report``: what each rule did and would have done."""
+
+    v: Literal[1] = 1
+    op: Literal["policy-report"] = "policy-report"
+
+
+class PolicySwitch(Model):
+    """Root's ``opsbot policy pause`` / ``resume``: every rule at once."""
+
+    v: Literal[1] = 1
+    op: Literal["policy-switch"] = "policy-switch"
+    paused: bool
+    #: Who asked (the login name behind sudo), and why: for the journal and the report.
+    by: Annotated[str, Field(min_length=1, max_length=64)]
+    reason: Annotated[str, Field(max_length=500)] = ""
+
+
 if TYPE_CHECKING:
-    ApproverRequest = Announce | View | Decide | ConfigQuery | Follow
+    ApproverRequest = (
+        Announce | View | Decide | ConfigQuery | Follow | ApplyRules | PolicyReport | PolicySwitch
+    )
 else:
     ApproverRequest = Annotated[
-        Union[Announce, View, Decide, ConfigQuery, Follow],  # noqa: UP007
+        Union[  # noqa: UP007
+            Announce, View, Decide, ConfigQuery, Follow, ApplyRules, PolicyReport, PolicySwitch
+        ],
         Field(discriminator="op"),
     ]
 
@@ -165,6 +196,21 @@ class Notice(Model):
     links: list[Link]
 
 
+class RuleNotice(Model):
+    """A plan a standing rule approved: what each approver is told (no link: there is
+    nothing left to decide, only to know, and to pause the rules if it is wrong)."""
+
+    plan: PlanBrief
+    rule: Annotated[str, Field(max_length=48)]
+    rule_sha256: Sha256Hex
+    #: What diagnosis saw, two lines at most (the plan's evidence).
+    why: list[Line] = []
+    approved_at: AwareDatetime
+    #: When it runs ("at once", or when the apply window opens).
+    runs: Line = ""
+    approvers: list[ApproverName]
+
+
 # -- replies ----------------------------------------------------------------------------
 
 
@@ -172,6 +218,82 @@ class Announced(Model):
     v: Literal[1] = 1
     op: Literal["announced"] = "announced"
     notices: list[Notice]
+    #: Plans a rule approved since the last announce.
+    ruled: list[RuleNotice] = []
+
+
+RuleOutcome = Literal["approved", "would approve", "for humans", "failed"]
+
+
+class RuleDecision(Model):
+    """What the standing rules decided about one plan (root's approver's record)."""
+
+    plan_id: PlanId
+    sha256: Sha256Hex
+    at: AwareDatetime
+    units: list[Annotated[str, Field(max_length=256)]]
+    tools: list[Annotated[str, Field(max_length=32)]]
+    #: ``approved`` (an enforce rule wrote the approval), ``would approve`` (a shadow
+    #: rule would have), ``for humans`` (no rule approves), ``failed`` (a rule approved
+    #: and writing the approval failed: it waits for a human).
+    outcome: RuleOutcome
+    #: The rule that approved or would have ("" for none).
+    rule: Annotated[str, Field(max_length=48)] = ""
+    rule_sha256: Sha256Hex | Literal[""] = ""
+    #: A shadow rule that would also have approved it, where an enforce rule did not.
+    shadow_rule: Annotated[str, Field(max_length=48)] = ""
+    #: Each rule that did not approve it, with its first reason ("rule: reason").
+    refused: Annotated[list[Line], Field(max_length=64)] = []
+    #: The approvers were told of it (announce), for an approved one.
+    told: bool = False
+
+
+class RulesApplied(Model):
+    v: Literal[1] = 1
+    op: Literal["rules-applied"] = "rules-applied"
+    #: The plans decided by this request (not those decided before).
+    decided: list[RuleDecision]
+    paused: bool = False
+
+
+class RuleSummary(Model):
+    """One rule in ``opsbot policy report``."""
+
+    name: Annotated[str, Field(max_length=48)]
+    mode: Literal["shadow", "enforce", "removed"]
+    approved: int = 0
+    would_approve: int = 0
+    #: For the plans it would have approved, how each ended where a human approved it
+    #: (its state now: VERIFIED, UNRESOLVED, REJECTED, EXPIRED...).
+    ended: dict[Annotated[str, Field(max_length=32)], int] = {}
+    #: Why it did not approve, each reason with how many plans.
+    refused: dict[Annotated[str, Field(max_length=2000)], int] = {}
+
+
+class Pause(Model):
+    paused: bool
+    by: Annotated[str, Field(max_length=64)]
+    at: AwareDatetime
+    reason: Annotated[str, Field(max_length=500)] = ""
+
+
+class PolicyReported(Model):
+    v: Literal[1] = 1
+    op: Literal["policy-reported"] = "policy-reported"
+    rules: list[RuleSummary]
+    #: Plans decided, in the bounded record; records dropped to keep the bound (oldest
+    #: first).
+    records: int
+    dropped: int
+    #: The newest decisions (at most 50), newest first.
+    recent: list[RuleDecision]
+    pause: Pause | None = None
+
+
+class PolicySwitched(Model):
+    v: Literal[1] = 1
+    op: Literal["policy-switched"] = "policy-switched"
+    pause: Pause
 
 
 class Viewed(Model):
@@ -243,10 +365,30 @@ class Refused(Model):
 
 
 if TYPE_CHECKING:
-    ApproverReply = Announced | Viewed | Decided | Refused | ConfigShown | Followed
+    ApproverReply = (
+        Announced
+        | Viewed
+        | Decided
+        | Refused
+        | ConfigShown
+        | Followed
+        | RulesApplied
+        | PolicyReported
+        | PolicySwitched
+    )
 else:
     ApproverReply = Annotated[
-        Union[Announced, Viewed, Decided, Refused, ConfigShown, Followed],  # noqa: UP007
+        Union[  # noqa: UP007
+            Announced,
+            Viewed,
+            Decided,
+            Refused,
+            ConfigShown,
+            Followed,
+            RulesApplied,
+            PolicyReported,
+            PolicySwitched,
+        ],
         Field(discriminator="op"),
     ]
 
@@ -254,13 +396,23 @@ _REQUESTS: TypeAdapter[Any] = TypeAdapter(ApproverRequest)
 _REPLIES: TypeAdapter[Any] = TypeAdapter(ApproverReply)
 
 
-def parse_approver_request(data: bytes) -> Announce | View | Decide | ConfigQuery | Follow:
+def parse_approver_request(data: bytes) -> ApproverRequest:
     """A request line, or pydantic's ValidationError."""
-    value: Announce | View | Decide | ConfigQuery | Follow = _REQUESTS.validate_json(data)
+    value: ApproverRequest = _REQUESTS.validate_json(data)
     return value
 
 
-_AnyReply = Announced | Viewed | Decided | Refused | ConfigShown | Followed
+_AnyReply = (
+    Announced
+    | Viewed
+    | Decided
+    | Refused
+    | ConfigShown
+    | Followed
+    | RulesApplied
+    | PolicyReported
+    | PolicySwitched
+)
 
 
 def parse_approver_reply(data: bytes) -> _AnyReply:
@@ -271,7 +423,20 @@ def parse_approver_reply(data: bytes) -> _AnyReply:
 __all__ = [
     "Announce",
     "Announced",
+    "ApplyRules",
     "ApproverName",
+    "ApproverReply",
+    "ApproverRequest",
+    "Pause",
+    "PolicyReport",
+    "PolicyReported",
+    "PolicySwitch",
+    "PolicySwitched",
+    "RuleDecision",
+    "RuleNotice",
+    "RuleOutcome",
+    "RuleSummary",
+    "RulesApplied",
     "ConfigQuery",
     "ConfigShown",
     "Decide",

@@ -11,8 +11,8 @@ A rule names exactly what it may approve, and nothing is implied:
   is asked, so a rule never reaches past the allowlist.
 - ``windows``: when it may approve (the apply windows' syntax; none: any time).
 - ``max_per_unit`` approvals of one unit within ``period`` at most.
-- ``mode``: ``shadow`` (the default: it only says what it would approve); ``enforce`` is
-  refused until the approver writes rule approvals.
+- ``mode``: ``shadow`` (the default: root's approver only records what it would
+  approve, for ``opsbot policy report``); ``enforce``: it writes the approval.
 
 ::
 
@@ -27,6 +27,7 @@ A rule names exactly what it may approve, and nothing is implied:
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -34,6 +35,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from shared_schema._model import Model
 from shared_schema.apply_window import ApplyWindow
+from shared_schema.canonical import canonical_json
 from shared_schema.timespan import parse_timespan
 from shared_schema.units import check_unit
 from shared_schema.write_tools import WRITE_TOOLS
@@ -79,16 +81,6 @@ class ApproveRule(Model):
     max_per_unit: Annotated[int, Field(ge=1, le=20)] = 3
     period: Annotated[str, Field(min_length=1, max_length=64)] = "24h"
 
-    @field_validator("mode")
-    @classmethod
-    def _shadow_for_now(cls, value: str) -> str:
-        if value == "enforce":
-            raise ValueError(
-                "mode 'enforce' is not built yet: rules only explain what they would approve "
-                "(opsbot policy test ID); leave it 'shadow'"
-            )
-        return value
-
     @field_validator("tools")
     @classmethod
     def _each_once(cls, value: list[str]) -> list[str]:
@@ -105,6 +97,12 @@ class ApproveRule(Model):
         if not PERIOD_MIN_SECONDS <= seconds <= PERIOD_MAX_SECONDS:
             raise ValueError(f"{value!r}: a period lasts from 1h to 30d")
         return value
+
+    @property
+    def sha256(self) -> str:
+        """The rule as it stands, fingerprinted: recorded with each approval it writes, so
+        the audit says which wording of the rule approved."""
+        return hashlib.sha256(canonical_json(self.model_dump(mode="json"))).hexdigest()
 
     @property
     def period_seconds(self) -> float:

@@ -23,8 +23,7 @@ from shared_io.framing import exchange
 from shared_io.paths import approver_socket_path
 from shared_schema.approver_socket import (
     MAX_APPROVER_REPLY_BYTES,
-    Announced,
-    ConfigShown,
+    ApproverReply,
     Decide,
     Decided,
     Follow,
@@ -93,7 +92,7 @@ class ApproverClient:
 
     async def _ask(
         self, request: View | Decide | Follow, limiter: anyio.CapacityLimiter
-    ) -> Announced | Viewed | Decided | Refused | ConfigShown | Followed:
+    ) -> ApproverReply:
         line = await anyio.to_thread.run_sync(self._exchange, request, limiter=limiter)
         try:
             return parse_approver_reply(line)

@@ -276,6 +276,9 @@ def test_units_verify_and_executor_exposure_is_at_most_2(opsbot: BootedSystemd) 
             "opsbot-notify.service",
             "opsbot-notify.path",
             "opsbot-notify.timer",
+            "opsbot-rules.service",
+            "opsbot-rules.path",
+            "opsbot-rules.timer",
         )
     ]
     verify = opsbot.run(["systemd-analyze", "verify", *units], check=False)

@@ -33,6 +33,7 @@ from shared_schema.approver_socket import (
     MAX_APPROVER_REPLY_BYTES,
     Announce,
     Announced,
+    ApproverReply,
     Decide,
     Decided,
     Link,
@@ -71,6 +72,9 @@ class Bench:
     notify_socket: Path
     web_socket: Path
     applies_started: list[bool] = field(default_factory=list)
+    #: Where root's requests go (the rules, the policy report and switch): the
+    #: test's uid is neither relay's there.
+    root_socket: Path | None = None
     #: Every link announced so far: plan id -> (approver, decision) -> link.
     announced: dict[str, dict[tuple[str, str], Link]] = field(default_factory=dict)
 
@@ -84,7 +88,12 @@ class Bench:
         self.witness.logged.setdefault(record.plan_id, set()).add(record.sha256)
         return record
 
-    def ask(self, path: Path, request: Model) -> Announced | Viewed | Decided | Refused:
+    def as_root(self, request: Model) -> ApproverReply:
+        """``request`` as root sends it (opsbot-rules.service, ``opsbot policy``)."""
+        assert self.root_socket is not None
+        return self.ask(self.root_socket, request)
+
+    def ask(self, path: Path, request: Model) -> ApproverReply:
         line = exchange(
             path,
             request.model_dump_json().encode() + b"\n",
@@ -182,6 +191,7 @@ def bench(
     approvers: tuple[str, ...] = ("alice", "bob"),
     policy: ExecutorPolicy = POLICY,
     analyze: Analyzer | None = None,
+    config: OpsbotConfig | None = None,
 ) -> Iterator[Bench]:
     """The approver serving ``policy`` (the executor tests' one by default); ``analyze``
     stands in for systemd-analyze where the policy has apply windows."""
@@ -202,7 +212,8 @@ def bench(
         return "opsbot-apply.service starts now (opsbot-apply.path is active)", True
 
     service = ApproverService(
-        config=OpsbotConfig(
+        config=config
+        or OpsbotConfig(
             executor=policy, approvers={name: ApproverSettings() for name in approvers}
         ),
         store=store,
@@ -234,7 +245,16 @@ def bench(
         web_user=ME,
         notify=False,
     )
-    with serving(as_notify), serving(as_web):
+    root_path = tmp_path / "approver-root.sock"
+    as_root = Server(
+        listening(root_path),
+        service,
+        idle_timeout=0,
+        notify_user=OTHER,
+        web_user=OTHER,
+        notify=False,
+    )
+    with serving(as_notify), serving(as_web), serving(as_root):
         yield Bench(
             store,
             approvals_dir,
@@ -245,4 +265,5 @@ def bench(
             notify_path,
             web_path,
             started,
+            root_socket=root_path,
         )

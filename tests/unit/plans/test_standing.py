@@ -230,15 +230,13 @@ def test_without_rules_every_plan_is_a_humans(store: PlanStore) -> None:
         ({"tools": ["restart_unit", "restart_unit"], "units": ["a.service"]}, "named twice"),
         ({"tools": ["restart_unit"], "units": ["a.service"], "period": "5min"}, "from 1h"),
         ({"tools": ["restart_unit"], "units": ["a.service"], "mode": "yes"}, "shadow"),
-        ({"tools": ["restart_unit"], "units": ["a.service"], "mode": "enforce"}, "not built"),
     ],
 )
 def test_a_rule_that_names_too_much_or_too_little_is_refused(
     rule: dict[str, object], message: str
 ) -> None:
     """No wildcard tool, no bare "*" unit, no empty list, nothing twice, no period
-    shorter than an hour, no mode but shadow (enforce is refused until rules can approve:
-    an operator who writes it must not believe a rule acts)."""
+    shorter than an hour, no mode but shadow and enforce."""
     with pytest.raises(ValidationError) as caught:
         OpsbotConfig.model_validate({"approve": {"rule": [{"name": "r", **rule}]}})
     assert message in str(caught.value)
@@ -254,6 +252,34 @@ def test_two_rules_of_one_name_are_refused() -> None:
 def test_a_new_rule_is_in_shadow_unless_it_says_enforce() -> None:
     """Shadow first: a rule that does not say its mode only records what it would do."""
     assert NIGHT.mode == "shadow"
+    enforcing = OpsbotConfig.model_validate(
+        {
+            "approve": {
+                "rule": [
+                    {
+                        "name": "r",
+                        "tools": ["start_unit"],
+                        "units": ["a.service"],
+                        "mode": "enforce",
+                    }
+                ]
+            }
+        }
+    )
+    assert enforcing.approve.rule[0].mode == "enforce"
+
+
+def test_a_rule_waits_while_the_executors_apply_window_is_closed(store: PlanStore) -> None:
+    """A rule's approval is for an apply now: where [executor] apply_window is closed, the
+    plan waits for a human, however open the rule's own windows are (none: any time)."""
+    night_only = ExecutorPolicy.model_validate(
+        {**POLICY.model_dump(), "apply_window": [{"start": "*-*-* 02:00", "duration": "4h"}]}
+    )
+    assert reasons(ask(store, WORKER, policy=night_only)) == [
+        "[executor] apply_window is closed now"
+    ]
+    at_three = NOW.replace(hour=3) + timedelta(days=1)
+    assert ask(store, WORKER, policy=night_only, now=at_three) == RuleApproves(NIGHT)
 
 
 def test_the_last_fix_is_the_one_that_ended_last_not_the_one_proposed_last(

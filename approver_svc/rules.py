@@ -1,0 +1,288 @@
+"""The standing rules at work in root's approver: each PROPOSED plan is asked about once.
+
+For every plan that waits (PROPOSED, not expired, not rejected, its bytes verified, the
+executor's ``plan.accepted`` entry naming its sha256) and that the rules were not asked
+about before, oldest first, plans.standing decides twice: among the ``enforce`` rules,
+then among the ``shadow`` ones. An enforce rule that approves writes the approval a
+human would (plans.approve, bound to the sha256 read here, single use, for at most
+:data:`RULE_APPROVAL_TTL_SECONDS`), recorded as ``approved_by_rule`` with the rule's
+sha256 and never as an approver, then starts the apply; the approvers are told with the
+next ``announce``. A shadow rule only leaves a record. While the policy is paused
+(``opsbot policy pause``) nothing is approved and each plan's record says so.
+
+Each decision is kept in the approver's state (approver_svc.state: bounded, oldest
+dropped first) for ``opsbot policy report``, and journaled.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+import structlog
+
+import plans
+from approver_svc.state import ApproverState
+from approver_svc.view import plan_brief, plan_expiry
+from plans import PlanError, new_plan_id, rejection_reason
+from plans.standing import ForHumans, RuleApproves, decide, recent_errors, unit_history
+from shared_io.errors import OpsbotError
+from shared_schema import PlanState
+from shared_schema.approver_socket import (
+    Pause,
+    PolicyReported,
+    RuleDecision,
+    RuleNotice,
+    RuleSummary,
+)
+from shared_schema.standing import ApproveRule
+
+if TYPE_CHECKING:
+    from approver_svc.service import ApproverService
+
+log = structlog.get_logger("opsbot.approver")
+
+#: A rule's approval holds this long at most (less where approval_ttl_seconds is less):
+#: it is written for an apply that starts now.
+RULE_APPROVAL_TTL_SECONDS = 600
+#: Plans asked about per request: a flood is taken in turns, oldest first.
+MAX_PER_RUN = 50
+#: Reasons listed per rule in the report (the most frequent).
+MAX_REASONS = 10
+#: Decisions the report lists one by one.
+MAX_RECENT = 50
+
+
+def apply_rules(
+    service: ApproverService, state: ApproverState, now: datetime
+) -> list[RuleDecision]:
+    """Ask the rules about each waiting plan not asked about before; what they decided."""
+    rules = service.config.approve.rule
+    if not rules:
+        return []
+    oldest = new_plan_id(now - timedelta(seconds=service.policy.plan_ttl_seconds))[:15]
+    waiting = [
+        plan_id
+        for plan_id in service.store.ids()
+        if plan_id[:15] >= oldest and plan_id not in state.ruled
+    ]
+    decided = []
+    for plan_id in sorted(waiting)[:MAX_PER_RUN]:
+        decision = _decide(service, state, plan_id, rules, now)
+        if decision is not None:
+            state.record_rule(decision)
+            decided.append(decision)
+    return decided
+
+
+def _decide(
+    service: ApproverService,
+    state: ApproverState,
+    plan_id: str,
+    rules: list[ApproveRule],
+    now: datetime,
+) -> RuleDecision | None:
+    store = service.store
+    try:
+        record = store.load(plan_id)
+        status = store.status(plan_id, record)
+        if status.state is not PlanState.PROPOSED:
+            return None  # decided before the rules were asked: nothing to record
+        if now >= plan_expiry(record, service.policy) or rejection_reason(
+            service.approvals_dir, plan_id
+        ):
+            return None
+        plan = store.verified_plan(record)
+    except OpsbotError as exc:
+        log.warning("rules.skipped", plan_id=plan_id, reason=exc.message)
+        return None
+    seen = {
+        "plan_id": plan_id,
+        "sha256": record.sha256,
+        "at": now,
+        "units": plan.units(),
+        "tools": sorted({step.tool for step in plan.steps}),
+    }
+    if state.paused and state.pause is not None:
+        why = f"the policy is paused (by {state.pause.by}; `opsbot policy resume`)"
+        log.info("rules.paused", plan_id=plan_id)
+        return RuleDecision(**seen, outcome="for humans", refused=[why])
+    accepted = service.witness(plan_id)
+    if accepted.sha256s != {record.sha256}:
+        why = "no plan.accepted entry of opsbot-executor.service names its sha256"
+        log.warning("rules.unwitnessed", plan_id=plan_id, sha256=record.sha256, reason=why)
+        return RuleDecision(**seen, outcome="for humans", refused=[why])
+
+    def history(unit: str) -> plans.standing.UnitHistory:
+        return unit_history(store, unit, skip=plan_id)
+
+    ask = functools.partial(
+        decide,
+        plan,
+        status.state,
+        policy=service.policy,
+        history=history,
+        recent=recent_errors(store, service.policy, now),
+        now=now,
+        analyze=service.analyze,
+    )
+    enforcing = ask([rule for rule in rules if rule.mode == "enforce"])
+    shadowing = ask([rule for rule in rules if rule.mode == "shadow"])
+    refused = [
+        f"{refusal.rule}: {refusal.reason}"
+        for answer in (enforcing, shadowing)
+        if isinstance(answer, ForHumans)
+        for refusal in answer.refused
+    ]
+    shadow = shadowing.rule if isinstance(shadowing, RuleApproves) else None
+    if isinstance(enforcing, RuleApproves):
+        rule = enforcing.rule
+        busy = service.apply_busy()
+        try:
+            plans.approve(
+                store,
+                service.approvals_dir,
+                plan_id,
+                sha256_prefix=record.sha256,
+                accepted=accepted,
+                approver="",
+                rule=(rule.name, rule.sha256),
+                now=now,
+                ttl_seconds=min(service.policy.approval_ttl_seconds, RULE_APPROVAL_TTL_SECONDS),
+                windows=service.policy.apply_window,
+                analyze=service.analyze,
+                renew=False,
+            )
+        except OpsbotError as exc:
+            log.error("rules.approval_failed", plan_id=plan_id, rule=rule.name, error=exc.message)
+            refused.insert(0, f"{rule.name}: the approval was not written: {exc.message}")
+            return RuleDecision(
+                **seen, outcome="failed", rule=rule.name, rule_sha256=rule.sha256, refused=refused
+            )
+        applies, _ = service.start_apply(busy)
+        log.info(
+            "approval.rule",
+            plan_id=plan_id,
+            sha256=record.sha256,
+            approved_by_rule=rule.name,
+            rule_sha256=rule.sha256,
+            units=" ".join(plan.units()),
+            applies=applies,
+        )
+        return RuleDecision(
+            **seen,
+            outcome="approved",
+            rule=rule.name,
+            rule_sha256=rule.sha256,
+            shadow_rule=shadow.name if shadow else "",
+            refused=refused,
+        )
+    if shadow is not None:
+        log.info("rules.would_approve", plan_id=plan_id, rule=shadow.name)
+        return RuleDecision(
+            **seen,
+            outcome="would approve",
+            rule=shadow.name,
+            rule_sha256=shadow.sha256,
+            refused=refused,
+        )
+    log.info("rules.for_humans", plan_id=plan_id, refused=len(refused))
+    return RuleDecision(**seen, outcome="for humans", refused=refused)
+
+
+def untold(service: ApproverService, state: ApproverState, now: datetime) -> list[RuleNotice]:
+    """What to tell the approvers: each plan a rule approved that they were not told of
+    (each is marked told)."""
+    approvers = sorted(service.config.approvers)
+    notices = []
+    for plan_id, decision in sorted(state.ruled.items()):
+        if decision.outcome != "approved" or decision.told:
+            continue
+        state.ruled[plan_id] = decision.model_copy(update={"told": True})
+        if not approvers:
+            continue
+        try:
+            record = service.store.load(plan_id)
+            plan = service.store.verified_plan(record)
+            status = service.store.status(plan_id, record)
+        except OpsbotError as exc:
+            log.warning("rules.untold", plan_id=plan_id, reason=exc.message)
+            continue
+        view = service.plan_view(record, status, plan, now)
+        notices.append(
+            RuleNotice(
+                plan=plan_brief(record, plan, service.host),
+                rule=decision.rule,
+                rule_sha256=decision.rule_sha256,
+                why=view.evidence[:2],
+                approved_at=decision.at,
+                runs="" if status.waits_for_window is None else view.runs,
+                approvers=approvers,
+            )
+        )
+    return notices
+
+
+def switch(state: ApproverState, paused: bool, by: str, reason: str, now: datetime) -> Pause:
+    """Pause or resume every rule; journaled."""
+    state.pause = Pause(paused=paused, by=by, at=now, reason=reason)
+    event = "policy.paused" if paused else "policy.resumed"
+    log.warning(event, by=by, reason=reason or None)
+    return state.pause
+
+
+def report(service: ApproverService, state: ApproverState) -> PolicyReported:
+    """Per rule: how many plans it approved, would have approved (and how each of those
+    ended), and why it did not approve the others."""
+    modes: dict[str, str] = {rule.name: rule.mode for rule in service.config.approve.rule}
+    approved: Counter[str] = Counter()
+    would: Counter[str] = Counter()
+    ended: dict[str, Counter[str]] = {}
+    reasons: dict[str, Counter[str]] = {}
+    for decision in state.ruled.values():
+        if decision.outcome == "approved":
+            approved[decision.rule] += 1
+        elif decision.outcome == "would approve":
+            would[decision.rule] += 1
+            ended.setdefault(decision.rule, Counter())[_now_state(service, decision.plan_id)] += 1
+        if decision.rule:
+            modes.setdefault(decision.rule, "removed")
+        for line in decision.refused:
+            name, _, reason = line.partition(": ")
+            if name in modes:
+                reasons.setdefault(name, Counter())[reason] += 1
+    rules = [
+        RuleSummary(
+            name=name,
+            mode=mode,
+            approved=approved[name],
+            would_approve=would[name],
+            ended=dict(ended.get(name, Counter()).most_common()),
+            refused=dict(reasons.get(name, Counter()).most_common(MAX_REASONS)),
+        )
+        for name, mode in modes.items()
+    ]
+    recent = sorted(state.ruled.values(), key=lambda d: d.plan_id, reverse=True)[:MAX_RECENT]
+    return PolicyReported(
+        rules=rules,
+        records=len(state.ruled),
+        dropped=state.ruled_dropped,
+        recent=recent,
+        pause=state.pause,
+    )
+
+
+def _now_state(service: ApproverService, plan_id: str) -> str:
+    """The plan's state now, as the report counts it (a human approved it, or not)."""
+    try:
+        status = service.store.status(plan_id)
+    except PlanError:
+        return "gone"
+    except OpsbotError:
+        return "unreadable"
+    return str(status.state)
+
+
+__all__ = ["RULE_APPROVAL_TTL_SECONDS", "apply_rules", "report", "switch", "untold"]
