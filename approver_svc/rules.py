@@ -27,7 +27,14 @@ import plans
 from approver_svc.state import ApproverState
 from approver_svc.view import plan_brief, plan_expiry
 from plans import PlanError, new_plan_id, rejection_reason
-from plans.standing import ForHumans, RuleApproves, decide, recent_errors, unit_history
+from plans.standing import (
+    ForHumans,
+    RuleApproves,
+    UnitHistory,
+    decide,
+    recent_errors,
+    unit_history,
+)
 from shared_io.errors import OpsbotError
 from shared_schema import PlanState
 from shared_schema.approver_socket import (
@@ -115,8 +122,17 @@ def _decide(
         log.warning("rules.unwitnessed", plan_id=plan_id, sha256=record.sha256, reason=why)
         return RuleDecision(**seen, outcome="for humans", refused=[why])
 
-    def history(unit: str) -> plans.standing.UnitHistory:
-        return unit_history(store, unit, skip=plan_id)
+    def history(unit: str) -> UnitHistory:
+        """The unit's history; a rule's approvals counted from the store's statuses (the
+        executor's files) and this approver's own record (root's) together, so that
+        neither alone can reset a rule's limit."""
+        told = unit_history(store, unit, skip=plan_id)
+        ours = state.approved_by_rules(unit)
+        by_rule = {
+            rule: tuple(sorted({*told.by_rule.get(rule, ()), *ours.get(rule, ())}))
+            for rule in {*told.by_rule, *ours}
+        }
+        return UnitHistory(told.in_flight, told.last_ran, by_rule)
 
     ask = functools.partial(
         decide,

@@ -92,12 +92,24 @@ class ApproverState(Model):
         return self.pause is not None and self.pause.paused
 
     def record_rule(self, decision: RuleDecision) -> None:
-        """Remember ``decision``; past MAX_RULE_RECORDS, the oldest plan's is dropped."""
+        """Remember ``decision``; past MAX_RULE_RECORDS, the oldest plan's is dropped,
+        those no rule approved first (the approvals count against a rule's limit: a
+        flood of other plans must not push them out)."""
         self.ruled[decision.plan_id] = decision
         if len(self.ruled) > MAX_RULE_RECORDS:
-            keep = sorted(self.ruled)[-MAX_RULE_RECORDS:]
-            self.ruled_dropped += len(self.ruled) - len(keep)
-            self.ruled = {plan_id: self.ruled[plan_id] for plan_id in keep}
+            order = sorted(self.ruled, key=lambda p: (self.ruled[p].outcome == "approved", p))
+            drop = order[: len(self.ruled) - MAX_RULE_RECORDS]
+            self.ruled_dropped += len(drop)
+            for plan_id in drop:
+                del self.ruled[plan_id]
+
+    def approved_by_rules(self, unit: str) -> dict[str, list[datetime]]:
+        """When each rule approved a plan of ``unit``, by this approver's own record."""
+        out: dict[str, list[datetime]] = {}
+        for decision in self.ruled.values():
+            if decision.outcome == "approved" and unit in decision.units:
+                out.setdefault(decision.rule, []).append(decision.at)
+        return out
 
     def live_tokens(self) -> int:
         return sum(t.used_at is None for t in self.tokens.values())

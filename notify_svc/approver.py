@@ -1,9 +1,11 @@
 """Asking root's opsbot-approver for the notices: ``announce`` on its socket.
 
 The approver answers with the PROPOSED plans it has not announced before, each with an
-approve and a reject token per approver, and marks them announced: asking again gives
-only plans stored since. So the request is never repeated after a timeout (the tokens
-of a lost reply are gone; the plan can still be approved on the host).
+approve and a reject token per approver (``notices``), and the plans a standing rule
+approved since the last announce (``ruled``: no links, only news), and marks them all
+announced: asking again gives only what came since. So the request is never repeated
+after a timeout (the tokens of a lost reply are gone; the plan can still be approved on
+the host, and a ruled plan's record is in ``opsbot policy report``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from shared_schema.approver_socket import (
     MAX_APPROVER_REPLY_BYTES,
     Announce,
     Announced,
-    Notice,
     Refused,
     parse_approver_reply,
 )
@@ -28,8 +29,9 @@ from shared_schema.messages import encode_message
 TIMEOUT_SECONDS = 30.0
 
 
-def announce(path: Path, timeout: float = TIMEOUT_SECONDS) -> list[Notice]:
-    """The notices the approver has for us. SocketUnavailable when it cannot be reached,
+def announce(path: Path, timeout: float = TIMEOUT_SECONDS) -> Announced:
+    """What the approver has for us: the plans that wait for a human (``notices``) and
+    those a rule approved (``ruled``). SocketUnavailable when it cannot be reached,
     PeerProtocolError for a reply that is not one, NotifyError when it refuses."""
     line = exchange(
         path, encode_message(Announce()), limit=MAX_APPROVER_REPLY_BYTES, timeout=timeout
@@ -47,4 +49,4 @@ def announce(path: Path, timeout: float = TIMEOUT_SECONDS) -> list[Notice]:
         )
     if not isinstance(reply, Announced):
         raise PeerProtocolError(str(path), "io", f"answered announce with {reply.op!r}")
-    return list(reply.notices)
+    return reply

@@ -2,10 +2,12 @@
 
 For every notice the approver hands out, for every approver it has links for, the
 approver's message (notify_svc.message) goes out on each channel of their
-``[approvers.NAME] notify``, with retries (notify_svc.retry). The approver is asked
-again until it has nothing new (a plan stored while this run was sending), at most
-:data:`MAX_ROUNDS` times. A channel that cannot be built (its credential is missing)
-fails its messages, logged; the other channels are still sent.
+``[approvers.NAME] notify``, with retries (notify_svc.retry); then, for every plan a
+standing rule approved, the news of it (no link) to each approver the notice names, the
+same way. The approver is asked again until it has nothing new (a plan stored, or
+approved by a rule, while this run was sending), at most :data:`MAX_ROUNDS` times. A
+channel that cannot be built (its credential is missing) fails its messages, logged;
+the other channels are still sent.
 """
 
 from __future__ import annotations
@@ -23,10 +25,17 @@ from notify_svc.approver import announce
 from notify_svc.channels import Context, Sender, http_client, make_sender
 from notify_svc.credentials import Credentials
 from notify_svc.errors import CredentialError
-from notify_svc.message import DIGEST_AFTER, approvers_of, render, render_digest
+from notify_svc.message import (
+    DIGEST_AFTER,
+    Message,
+    approvers_of,
+    render,
+    render_digest,
+    render_ruled,
+)
 from notify_svc.retry import deliver
 from shared_io.errors import OpsbotError
-from shared_schema.approver_socket import Notice
+from shared_schema.approver_socket import Notice, RuleNotice
 from shared_schema.config import OpsbotConfig
 
 MAX_ROUNDS = 5
@@ -39,9 +48,11 @@ log = structlog.get_logger("opsbot.notify")
 
 @dataclass
 class Summary:
-    """What a run did: plans announced, messages sent and failed."""
+    """What a run did: plans announced, plans a rule approved, messages sent and failed."""
 
     plans: int = 0
+    #: Plans a standing rule approved that the approvers were told of.
+    ruled: int = 0
     sent: int = 0
     failed: int = 0
     #: (plan id, approver, channel) of each message that did not go out.
@@ -97,6 +108,34 @@ def _tell(
         return
     else:
         message = render(notices[0], approver, link_base)
+    _send(config, senders, summary, message, sleep, time_left)
+
+
+def _tell_ruled(
+    config: OpsbotConfig,
+    senders: _Senders,
+    summary: Summary,
+    notice: RuleNotice,
+    sleep: Callable[[float], None],
+    time_left: Callable[[], float],
+) -> None:
+    """Tell each approver ``notice`` names that a rule approved its plan, on each of
+    their channels."""
+    for approver in dict.fromkeys(notice.approvers):
+        _send(config, senders, summary, render_ruled(notice, approver), sleep, time_left)
+
+
+def _send(
+    config: OpsbotConfig,
+    senders: _Senders,
+    summary: Summary,
+    message: Message,
+    sleep: Callable[[float], None],
+    time_left: Callable[[], float],
+) -> None:
+    """``message`` on each channel of its approver, each counted sent or failed; an
+    approver without a channel is a warning (they act on the host)."""
+    approver = message.approver
     settings = config.approvers.get(approver)
     if settings is None or not settings.notify:
         log.warning("notify.no_channels", approver=approver, plan_id=message.plan_id)
@@ -149,20 +188,30 @@ def notify(
             if time_left() <= 0:
                 break
             try:
-                notices = announce(socket_path)
+                announced = announce(socket_path)
             except OpsbotError as exc:
                 log.error("notify.unavailable", error=exc.message, hint=exc.hint)
                 summary.error = str(exc)
                 break
-            log.info("notify.announced", plans=len(notices))
-            if not notices:
+            notices, ruled = announced.notices, announced.ruled
+            log.info("notify.announced", plans=len(notices), ruled=len(ruled))
+            if not notices and not ruled:
                 break
             summary.plans += len(notices)
+            summary.ruled += len(ruled)
             by_approver: dict[str, list[Notice]] = {}
             for notice in notices:
                 for approver in approvers_of(notice):
                     by_approver.setdefault(approver, []).append(notice)
             for approver, theirs in by_approver.items():
                 _tell(config, senders, summary, theirs, approver, link_base, sleep, time_left)
-    log.info("notify.done", plans=summary.plans, sent=summary.sent, failed=summary.failed)
+            for rule_notice in ruled:
+                _tell_ruled(config, senders, summary, rule_notice, sleep, time_left)
+    log.info(
+        "notify.done",
+        plans=summary.plans,
+        ruled=summary.ruled,
+        sent=summary.sent,
+        failed=summary.failed,
+    )
     return summary

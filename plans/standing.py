@@ -7,7 +7,8 @@ A rule approves a plan only when every one of these holds, asked in this order:
 2. each step's tool is one the rule names;
 3. each step's unit matches one of the rule's units, and is in ``[executor.allow]`` for
    that tool as the config stands now (a rule never reaches past the allowlist);
-4. one of the rule's windows is open now (a rule without windows: any time), and the
+4. the plan's cause (systemd's Result= of its symptom unit) is one the rule names, if
+   it names any; one of the rule's windows is open now (a rule without windows: any time), and the
    executor's apply windows are (a rule's approval is for an apply now);
 5. opsbot's recent plans allow the steps (plans.verification.history_errors: the
    restart budget, and never the very steps of a plan that ended UNRESOLVED);
@@ -171,6 +172,11 @@ def _refusal(
             return f"{unit} is not one of its units ({', '.join(rule.units)})"
         if not policy.allows(step.tool, unit):
             return f"{unit} is not in [executor.allow] {step.tool}"
+    if rule.causes:
+        result = plan.symptom.result if plan.symptom else None
+        if result not in rule.causes:
+            said = f"Result={result}" if result else "no Result= read by diagnosis"
+            return f"its cause ({said}) is not one of its causes ({', '.join(rule.causes)})"
     if rule.windows and not window_state(rule.windows, now, analyze=analyze).open:
         return "none of its windows is open now"
     if policy.apply_window and not window_state(policy.apply_window, now, analyze=analyze).open:

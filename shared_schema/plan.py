@@ -108,6 +108,27 @@ else:
 TargetName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")]
 
 
+#: systemd's values of a service's Result= (systemd.exec(5), org.freedesktop.systemd1).
+SYSTEMD_RESULTS = (
+    "success",
+    "protocol",
+    "resources",
+    "timeout",
+    "exit-code",
+    "signal",
+    "core-dump",
+    "watchdog",
+    "start-limit-hit",
+    "oom-kill",
+    "exec-condition",
+    "condition",
+)
+if TYPE_CHECKING:
+    SystemdResult = str
+else:
+    SystemdResult = Literal[SYSTEMD_RESULTS]
+
+
 class Symptom(Model):
     """What the operator saw, that the plan is meant to cure: the unit asked about and
     the health targets that failed when it was diagnosed. The diagnosis's code sets it
@@ -116,6 +137,11 @@ class Symptom(Model):
 
     unit: UnitName
     health: Annotated[list[TargetName], Field(max_length=16)] = []
+    #: systemd's Result= of ``unit`` when diagnosis first read it (``signal``: killed;
+    #: ``oom-kill``, ``exit-code``, ``core-dump``, ``timeout``, ``watchdog``,
+    #: ``start-limit-hit``...): the kind of cause, in systemd's words, not the model's.
+    #: A standing rule may narrow by it (``causes``). Absent where it was not read.
+    result: SystemdResult | None = None
 
 
 class Plan(Model):

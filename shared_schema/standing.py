@@ -9,6 +9,8 @@ A rule names exactly what it may approve, and nothing is implied:
 - ``units``: exact unit names or shell globs (``worker@*.service``) that end in a unit
   suffix; a plan's unit must also be in ``[executor.allow]`` for that tool when the rule
   is asked, so a rule never reaches past the allowlist.
+- ``causes``: systemd's Result= of the plan's symptom unit when diagnosed (``signal``,
+  ``oom-kill``...), to narrow by; none: any.
 - ``windows``: when it may approve (the apply windows' syntax; none: any time).
 - ``max_per_unit`` approvals of one unit within ``period`` at most.
 - ``mode``: ``shadow`` (the default: root's approver only records what it would
@@ -36,6 +38,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 from shared_schema._model import Model
 from shared_schema.apply_window import ApplyWindow
 from shared_schema.canonical import canonical_json
+from shared_schema.plan import SYSTEMD_RESULTS, SystemdResult
 from shared_schema.timespan import parse_timespan
 from shared_schema.units import check_unit
 from shared_schema.write_tools import WRITE_TOOLS
@@ -77,6 +80,11 @@ class ApproveRule(Model):
     mode: Literal["shadow", "enforce"] = "shadow"
     tools: Annotated[list[RuleTool], Field(min_length=1, max_length=len(WRITE_TOOLS))]
     units: Annotated[list[UnitPattern], Field(min_length=1, max_length=64)]
+    #: Only plans whose symptom's unit ended so (systemd's Result= as diagnosis read it:
+    #: ``signal`` for killed, ``oom-kill``, ``exit-code``...); none: any. A narrowing
+    #: only: what diagnosis read is evidence, so the tools, units, windows and limits
+    #: must be safe without it.
+    causes: Annotated[list[SystemdResult], Field(max_length=len(SYSTEMD_RESULTS))] = []
     windows: Annotated[list[ApplyWindow], Field(max_length=16)] = []
     max_per_unit: Annotated[int, Field(ge=1, le=20)] = 3
     period: Annotated[str, Field(min_length=1, max_length=64)] = "24h"

@@ -33,6 +33,7 @@ from diagnose_svc.submitter import Submitter
 from diagnose_svc.tools import Tool, ToolArgs, ToolContext, ToolOutput
 from shared_io.errors import OpsbotError
 from shared_schema import WRITE_TOOLS, Accept, Plan, Reject, canonical_json, parse_plan, sha256_hex
+from shared_schema.plan import SYSTEMD_RESULTS
 from shared_schema.text import printable
 
 log = structlog.get_logger("diagnose_svc.runtime")
@@ -254,7 +255,8 @@ class Dispatcher:
         cure (the unit asked about and the health targets that failed in this run,
         served by that unit, by a unit the plan acts on, or by none: a target of a unit
         failing on its own elsewhere is not this symptom; a follow-up's, the one of the
-        plan it follows) and, for a follow-up, ``follows``. Whatever the policy wrote
+        plan it follows; with systemd's Result= of the unit as this run first read it) and,
+        for a follow-up, ``follows``. Whatever the policy wrote
         there is replaced."""
         if self.tried and self.tried[-1].symptom is not None:
             last = self.tried[-1]
@@ -267,7 +269,12 @@ class Dispatcher:
                 acted.add(args["unit"])
         failing = self.ledger.failing_health
         health = sorted(t for t, unit in failing.items() if unit in acted)[:16]
-        symptom = {"unit": self.unit, "health": health} if self.unit else None
+        symptom: dict[str, Any] | None = None
+        if self.unit:
+            symptom = {"unit": self.unit, "health": health}
+            result = self.ledger.results.get(self.unit)
+            if result in SYSTEMD_RESULTS:
+                symptom["result"] = result
         # (A plan tried before symptoms were carried opens an incident of its own.)
         return {"symptom": symptom, "follows": None}
 

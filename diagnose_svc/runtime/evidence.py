@@ -40,6 +40,9 @@ class Ledger:
     #: Health targets that failed at some look of this run, with the unit each is served
     #: by ("" for none): the symptom a plan carries is made of these.
     failing_health: dict[str, str] = field(default_factory=dict)
+    #: systemd's Result= of each unit, as the first look of this run read it: how the
+    #: unit's last run ended, the kind of cause a plan's symptom carries.
+    results: dict[str, str] = field(default_factory=dict)
 
     def _add(self, step: int, tool: str, args: dict[str, Any], summary: str, error: bool) -> None:
         shown, _ = self.redactor.value(args)
@@ -67,6 +70,9 @@ class Ledger:
         failing = output.failing_target()
         if failing:
             self.failing_health.setdefault(*failing)
+        result = output.unit_result()
+        if result:
+            self.results.setdefault(*result)
         self._add(step, tool, shown_args, summary, error=False)
 
     def error(

@@ -115,6 +115,10 @@ class ToolOutput(BaseModel):
         none); None for any other answer."""
         return None
 
+    def unit_result(self) -> tuple[str, str] | None:
+        """A unit and systemd's Result= of it, where this answer read them; else None."""
+        return None
+
 
 T = TypeVar("T")
 

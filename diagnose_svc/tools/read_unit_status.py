@@ -194,6 +194,9 @@ class UnitStatus(ToolOutput):
             parts.append(f"unhealthy dependencies: {deps}")
         return "; ".join(parts)
 
+    def unit_result(self) -> tuple[str, str] | None:
+        return (self.unit, self.result) if self.result else None
+
     def related_units(self) -> list[str]:
         return [d.unit for d in self.unhealthy_dependencies]
 

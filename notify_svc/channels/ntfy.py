@@ -28,6 +28,9 @@ class NtfySender:
             "Tags": "opsbot,hourglass",
             "Priority": "high",
         }
+        if message.document.get("event") == "plan.approved_by_rule":
+            # Nothing waits for anyone: news, not a call to act.
+            headers.update({"Tags": "opsbot,robot", "Priority": "default"})
         if message.approve_url and message.reject_url:
             headers["Click"] = message.approve_url
             headers["Actions"] = (

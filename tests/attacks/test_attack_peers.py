@@ -262,3 +262,36 @@ def test_only_root_approves_and_writes_approvals(opsbot: BootedSystemd) -> None:
     status, out, _ = send_raw(opsbot, b'{"v":1,"op":"list"}\n', user="olivia")
     assert status == 0 and json.loads(out)["verdict"] == "PLANS"
     cli(opsbot, "reject", plan_id, "--reason", "attack test cleanup")
+
+
+def test_no_one_but_root_may_pause_resume_or_run_the_standing_rules(opsbot: BootedSystemd) -> None:
+    """The rules' switch and trigger are root's: olivia (an operator), mallory (a
+    stranger) and the diagnose user are refused by the kernel on connect to the
+    approver's socket; opsbot-notify and opsbot-web, which may connect, are refused the
+    request. The approver's journal has no switch after any of it."""
+    since = opsbot.run(["date", "+%Y-%m-%d %H:%M:%S"]).stdout.strip()
+    for message in (
+        {"v": 1, "op": "policy-switch", "paused": False, "by": "mallory"},
+        {"v": 1, "op": "policy-switch", "paused": True, "by": "mallory"},
+        {"v": 1, "op": "rules"},
+        {"v": 1, "op": "policy-report"},
+    ):
+        for user in ("olivia", "mallory", "opsbot-diagnose", "opsbot-notify", "opsbot-web"):
+            proc = opsbot.run(
+                [
+                    "/opt/opsbot/venv/bin/python",
+                    "/usr/src/opsbot/testbed/inside/socket_client.py",
+                    "/run/opsbot/approver.sock",
+                ],
+                user=user,
+                input=json.dumps(message) + "\n",
+                check=False,
+            )
+            if user in ("opsbot-notify", "opsbot-web"):
+                reply = json.loads(proc.stdout)
+                assert (reply["op"], reply["kind"]) == ("refused", "request"), (user, reply)
+                assert "may not" in reply["reason"], reply
+            else:
+                assert proc.returncode == 3 and "Permission denied" in proc.stderr, (user, proc)
+    log = opsbot.journal("-u", "opsbot-approver.service", "--since", since, "-o", "cat")
+    assert "policy.paused" not in log and "policy.resumed" not in log, log

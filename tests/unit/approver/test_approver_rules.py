@@ -311,3 +311,41 @@ def test_a_stale_status_record_is_not_a_verdict(enforcing: Bench) -> None:
     [decided] = rules(b).decided
     assert decided.outcome == "for humans"
     assert "ended UNRESOLVED" in decided.refused[0]
+
+
+def test_erasing_the_rule_from_the_statuses_does_not_reset_its_limit(enforcing: Bench) -> None:
+    """The executor's uid owns the status files: it blanks approved_by_rule in the two
+    plans the rule approved. The approver counts from its own record too, so the third
+    restart of nginx in 24h still waits for a human."""
+    b = enforcing
+    for n in range(3):
+        plan = plan_of(step("restart_unit", "nginx.service"), goal=f"restart {n}")
+        record = b.submit(submitted(b.store, plan, b.clock()))
+        [decided] = rules(b).decided
+        if n == 2:
+            assert decided.outcome == "for humans"
+            assert "approved 2 plans of nginx.service in the last 24h" in decided.refused[0]
+            break
+        assert decided.outcome == "approved"
+        ended(b, record, PlanState.VERIFIED, timedelta(minutes=2))
+        status = b.store.status(record.plan_id)
+        b.store.save_status(status.model_copy(update={"approved_by_rule": ""}))
+        b.clock.advance(31 * 60)
+
+
+def test_a_flood_of_other_plans_does_not_push_an_approval_out_of_the_record(
+    enforcing: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With room for 5 records, an approval of nginx and then 10 plans for units no rule
+    names: the approval is what the record keeps."""
+    monkeypatch.setattr(approver_state, "MAX_RULE_RECORDS", 5)
+    b = enforcing
+    first = b.submit(unit="nginx.service")
+    rules(b)
+    for n in range(10):
+        b.clock.advance(1)
+        b.submit(submitted(b.store, plan_of(step("restart_unit", f"app{n}.service")), b.clock()))
+    rules(b)
+    shown = report(b)
+    assert (shown.records, shown.dropped) == (5, 6)
+    assert first.plan_id in {d.plan_id for d in shown.recent}

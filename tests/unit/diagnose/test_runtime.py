@@ -288,7 +288,7 @@ def test_revise_loop_then_accept() -> None:
         "stop_on_error": True,
         # Written by the runtime, not the policy: the unit asked about and the health
         # targets that failed in this run (none was probed here).
-        "symptom": {"unit": "killed.service", "health": []},
+        "symptom": {"unit": "killed.service", "health": [], "result": "signal"},
     }
     assert (run_id, symptom) == ("run-1", "killed is down")
 
@@ -452,12 +452,13 @@ def test_the_plan_carries_the_symptom_the_runtime_saw_not_one_the_policy_wrote()
     """The health target web (killed's) failed in this run: the submitted plan's symptom
     is the unit asked about and that target, whatever symptom the policy wrote into its
     plan; the failing target of a unit the plan does not touch (db's, failing on its
-    own) is not this symptom."""
+    own) is not this symptom. It carries systemd's Result= of killed as the run read it
+    (signal), whatever the policy wrote."""
     recorded_host = host()
     recorded_host.health["web"] = health("web", "killed.service", "connection_refused")
     recorded_host.health["reports"] = health("reports", "db.service", "connection_refused")
     forged = restart_plan()
-    forged.plan["symptom"] = {"unit": "other.service", "health": []}
+    forged.plan["symptom"] = {"unit": "other.service", "health": [], "result": "exit-code"}
     forged.plan["follows"] = "20261129-213500-0000beef"
     submitter = FakeSubmitter([accept()])
     policy = ScriptedPolicy(
@@ -471,7 +472,7 @@ def test_the_plan_carries_the_symptom_the_runtime_saw_not_one_the_policy_wrote()
     verdict = run(policy, submitter, tools=recorded_host.tools())
     assert isinstance(verdict, PlanVerdict)
     [(sent, _, _)] = submitter.submitted
-    assert sent["symptom"] == {"unit": "killed.service", "health": ["web"]}
+    assert sent["symptom"] == {"unit": "killed.service", "health": ["web"], "result": "signal"}
     assert "follows" not in sent
 
 

@@ -1,8 +1,9 @@
 """What the opsbot-notify tests run against, all real and all started by the test: a
 stand-in for root's opsbot-approver on a Unix socket that answers ``announce`` with real
-``Announced`` lines, HTTP receivers on 127.0.0.1 (a webhook that checks the signature as
-docs/operating.md tells receivers to, a Slack or ntfy endpoint, receivers that fail), a
-credentials directory as systemd makes it, and a sleep that only records.
+``Announced`` lines (plans that wait, and plans a standing rule approved), HTTP receivers
+on 127.0.0.1 (a webhook that checks the signature as docs/operating.md tells receivers
+to, a Slack or ntfy endpoint, receivers that fail), a credentials directory as systemd
+makes it, and a sleep that only records.
 
 The other test_notify_* modules import it; its own test pins that the stand-in's reply
 is one the approver protocol accepts."""
@@ -30,7 +31,9 @@ from shared_schema.approver_socket import (
     Announced,
     Link,
     Notice,
+    PlanBrief,
     PlanView,
+    RuleNotice,
     StepView,
     parse_approver_reply,
     parse_approver_request,
@@ -90,6 +93,43 @@ def notice(plan: PlanView | None = None, approvers: tuple[str, ...] = ("alice",)
     return Notice(plan=plan, links=links)
 
 
+RULE_SHA256 = hashlib.sha256(b"the rule").hexdigest()
+
+
+def plan_brief(plan_id: str = PLAN_ID, **changes: Any) -> PlanBrief:
+    """A plan as a rule notice names it: one start, each step as its argv."""
+    fields: dict[str, Any] = {
+        "plan_id": plan_id,
+        "sha256": SHA256,
+        "host": "web1",
+        "goal": "start app.service, killed by SIGKILL",
+        "units": ["app.service"],
+        "argv": [["systemctl", "start", "--no-block", "app.service"]],
+    }
+    fields.update(changes)
+    return PlanBrief(**fields)
+
+
+def rule_notice(
+    plan: PlanBrief | None = None, approvers: tuple[str, ...] = ("alice",), **changes: Any
+) -> RuleNotice:
+    """What the approver tells of a plan the rule night-restarts approved, to run at once."""
+    fields: dict[str, Any] = {
+        "plan": plan_brief() if plan is None else plan,
+        "rule": "night-restarts",
+        "rule_sha256": RULE_SHA256,
+        "why": [
+            "app.service failed with result 'signal'",
+            "journal: Main process exited, code=killed, status=9/KILL",
+        ],
+        "approved_at": NOW,
+        "runs": "",
+        "approvers": list(approvers),
+    }
+    fields.update(changes)
+    return RuleNotice(**fields)
+
+
 def token(n: Notice, approver: str, decision: str) -> str:
     return next(k.token for k in n.links if k.approver == approver and k.decision == decision)
 
@@ -128,11 +168,11 @@ class Sleeps:
 
 
 class FakeApprover:
-    """Answers each connection's request with the next of ``replies`` (raw lines, or
-    notices lists made into Announced), then with ``Announced(notices=[])``; records
-    every request line as it arrived."""
+    """Answers each connection's request with the next of ``replies`` (raw lines, an
+    Announced, or notices lists made into one), then with ``Announced(notices=[])``;
+    records every request line as it arrived."""
 
-    def __init__(self, path: Path, replies: list[list[Notice] | bytes]) -> None:
+    def __init__(self, path: Path, replies: list[list[Notice] | Announced | bytes]) -> None:
         self.path = path
         self.replies = list(replies)
         self.requests: list[bytes] = []
@@ -156,7 +196,9 @@ class FakeApprover:
                 parse_approver_request(line)  # what notify sends is a valid request
                 reply = self.replies.pop(0) if self.replies else []
                 if isinstance(reply, list):
-                    reply = encode_message(Announced(notices=reply))
+                    reply = Announced(notices=reply)
+                if isinstance(reply, Announced):
+                    reply = encode_message(reply)
                 conn.sendall(reply)
 
     def close(self) -> None:
@@ -164,7 +206,7 @@ class FakeApprover:
 
 
 @contextlib.contextmanager
-def approver(path: Path, replies: list[list[Notice] | bytes]) -> Iterator[FakeApprover]:
+def approver(path: Path, replies: list[list[Notice] | Announced | bytes]) -> Iterator[FakeApprover]:
     server = FakeApprover(path, replies)
     try:
         yield server
@@ -281,8 +323,8 @@ def test_the_stand_in_approver_answers_with_a_real_announced_line(tmp_path: Path
     with approver(tmp_path / "a.sock", [[n]]) as fake:
         from notify_svc.approver import announce
 
-        assert announce(fake.path) == [n]
-        assert announce(fake.path) == []
+        assert announce(fake.path) == Announced(notices=[n])
+        assert announce(fake.path) == Announced(notices=[])
     assert [parse_approver_request(r).op for r in fake.requests] == ["announce", "announce"]
     reply = parse_approver_reply(encode_message(Announced(notices=[n])).rstrip(b"\n"))
     assert isinstance(reply, Announced)

@@ -286,3 +286,39 @@ def test_write_approval_replaces_a_planted_symlink(
         ).approval.approver
         == "alice"
     )
+
+
+def test_a_rules_approval_names_the_rule_and_never_a_person(
+    approvals_dir: Path, record: PlanRecord, store: PlanStore, clock: Clock
+) -> None:
+    """A standing rule's approval carries the rule and its sha256 and no approver; a human's
+    keeps exactly the keys it always had. One naming both a person and a rule, or a rule
+    without its sha256, or neither, is not an approval: the apply refuses it."""
+    rule_sha = "ab" * 32
+    ruled = write_approval(approvals_dir, record, "", NOW, 600, rule=("night-restarts", rule_sha))
+    assert (ruled.approver, ruled.by) == ("", "rule night-restarts")
+    data = approval_path(approvals_dir, record.plan_id).read_bytes()
+    assert b'"approver"' not in data and b'"rule_sha256":"' + rule_sha.encode() in data
+    human = write_approval(approvals_dir, record, "alice", NOW, 600)
+    assert sorted(human.model_dump(mode="json")) == [
+        "approved_at",
+        "approver",
+        "expires_at",
+        "plan_id",
+        "sha256",
+        "v",
+    ]
+    base = {
+        "v": 1,
+        "plan_id": record.plan_id,
+        "sha256": record.sha256,
+        "approved_at": "2026-11-29T21:35:00Z",
+        "expires_at": "2026-11-29T21:45:00Z",
+    }
+    for forged, said in [
+        ({"approver": "alice", "approved_by_rule": "alice", "rule_sha256": rule_sha}, "one"),
+        ({"approved_by_rule": "night-restarts"}, "rule's sha256"),
+        ({}, "names its approver or its rule"),
+    ]:
+        write_raw(approval_path(approvals_dir, record.plan_id), canonical_json({**base, **forged}))
+        assert said in refusal(approvals_dir, record, store, clock), forged

@@ -315,3 +315,29 @@ def test_a_plan_of_the_unit_that_cannot_be_read_keeps_rules_out(store: PlanStore
     edit_record(store, past, plan=store.load(past).plan.replace("bring", "break"))
     [reason] = reasons(ask(store, WORKER))
     assert "history cannot be read" in reason and past in reason
+
+
+def test_a_rule_narrowed_to_kills_approves_only_a_plan_whose_unit_was_killed(
+    store: PlanStore,
+) -> None:
+    """causes = ["signal"]: a restart of worker@1 whose diagnosis read Result=signal is
+    approved; one read as exit-code, or one with no Result= read, waits for a human."""
+    kills = ApproveRule.model_validate({**NIGHT.model_dump(), "causes": ["signal"]})
+
+    def restart(result: str | None) -> Plan:
+        symptom = {"unit": "worker@1.service", **({"result": result} if result else {})}
+        return Plan.model_validate({**WORKER.model_dump(exclude_none=True), "symptom": symptom})
+
+    assert ask(store, restart("signal"), kills) == RuleApproves(kills)
+    assert reasons(ask(store, restart("exit-code"), kills)) == [
+        "its cause (Result=exit-code) is not one of its causes (signal)"
+    ]
+    assert reasons(ask(store, restart(None), kills)) == [
+        "its cause (no Result= read by diagnosis) is not one of its causes (signal)"
+    ]
+
+
+def test_a_cause_systemd_never_says_is_a_typo_in_the_rule() -> None:
+    """causes = ["sigkill"]: not one of systemd's Result= values; the config says so."""
+    with pytest.raises(ValidationError, match="signal"):
+        ApproveRule.model_validate({**NIGHT.model_dump(), "causes": ["sigkill"]})
