@@ -27,6 +27,7 @@ from types import FrameType
 import structlog
 from pydantic import ValidationError
 
+from approver_svc import trigger
 from approver_svc.errors import Refusal
 from approver_svc.service import ApproverService
 from approver_svc.state import STATE_DIR, StateFile
@@ -36,7 +37,6 @@ from shared_io import log as logsetup
 from shared_io.activation import listening_socket
 from shared_io.admission import Refusal as Busy
 from shared_io.admission import peer_uid
-from shared_io.approver_client import ask_approver
 from shared_io.errors import OpsbotError
 from shared_io.framing import Clock, LineReader, MessageTooLarge, send_line
 from shared_io.live_config import LiveConfig, reload_on_hup
@@ -55,7 +55,6 @@ from shared_schema.approver_socket import (
     PolicySwitch,
     RefusalKind,
     Refused,
-    RulesApplied,
     View,
     parse_approver_request,
 )
@@ -243,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
     if args.apply_rules:
-        return apply_rules(args.socket, verbose=args.verbose)
+        return trigger.apply_rules(args.socket, verbose=args.verbose)
     logsetup.configure("opsbot-approver", verbose=args.verbose)
     paths = Paths.from_env()
     try:
@@ -276,27 +275,6 @@ def main(argv: list[str] | None = None) -> int:
         server.serve()
     finally:
         listener.close()
-    return 0
-
-
-def apply_rules(socket_path: Path | None, *, verbose: bool = False) -> int:
-    """opsbot-rules.service: one ``rules`` request to the approver (root's), journaled."""
-    logsetup.configure("opsbot-approver", verbose=verbose)
-    try:
-        reply = ask_approver(ApplyRules(), RulesApplied, path=socket_path)
-    except OpsbotError as exc:
-        log.error("rules.unavailable", error=exc.message, hint=exc.hint)
-        print(f"opsbot-approver --apply-rules: {exc}", file=sys.stderr)
-        return exc.exit_status
-    for decision in reply.decided:
-        log.info(
-            "rules.decided",
-            plan_id=decision.plan_id,
-            outcome=decision.outcome,
-            rule=decision.rule or None,
-            units=" ".join(decision.units),
-        )
-    log.info("rules.done", plans=len(reply.decided), paused=reply.paused or None)
     return 0
 
 

@@ -21,7 +21,7 @@ from plans import (
 )
 from shared_io.errors import UnitStateError
 from shared_io.unit_show import read_unit_state
-from shared_schema import ExecutorPolicy, Plan
+from shared_schema import ExecutorPolicy, Plan, PlanState
 from shared_schema.approver_socket import Decision, Followed, PlanBrief, PlanView, StepView
 
 #: A unit's live state in words, or why it could not be read (never an error).
@@ -105,7 +105,7 @@ def plan_view(
         plan_id=record.plan_id,
         sha256=record.sha256,
         host=host,
-        state=str(status.state),
+        state=state_words(status),
         goal=plan.goal[:LINE],
         units=list(plan.units()),
         steps=steps,
@@ -116,6 +116,18 @@ def plan_view(
         runs=runs,
         attempt=attempt_words(plan, earlier, number)[:LINE],
     )
+
+
+def state_words(status: StatusRecord) -> str:
+    """The plan's state as the page says it, and the rule where a standing rule approved
+    it, said as a rule and never as if a person: ``APPROVED by rule night-restarts``,
+    ``VERIFIED (approved by rule night-restarts)``."""
+    rule = status.approved_by_rule
+    if not rule:
+        return str(status.state)
+    if status.state is PlanState.APPROVED:
+        return f"APPROVED by rule {rule}"
+    return f"{status.state} (approved by rule {rule})"
 
 
 def plan_brief(record: PlanRecord, plan: Plan, host: str) -> PlanBrief:

@@ -97,6 +97,9 @@ def summary(record: PlanRecord, status: StatusRecord, plan: Plan | None) -> Plan
         verification=status.verification,
         waits_for_window=status.waits_for_window if status.state is PlanState.APPROVED else None,
         incident=record.incident_id,
+        approved_by=status.approved_by,
+        approved_by_rule=status.approved_by_rule,
+        rule_sha256=status.rule_sha256,
     )
 
 

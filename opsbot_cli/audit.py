@@ -254,9 +254,9 @@ def _short(key: str, value: str, verbose: bool) -> str:
 
 def summary(plan_id: str, entries: list[AuditEntry], verbose: bool = False) -> str:
     """The story of ``plan_id`` in one line of at most 100 columns (whole if ``verbose``):
-    who proposed what, who approved it (or rejected it), what ran and how each step
-    ended, and the state it is in, as its own entries say (an incident's other plans are
-    in the story, not here)::
+    who proposed what, who approved it (or rejected it; a standing rule as ``rule NAME
+    approved``), what ran and how each step ended, and the state it is in, as its own
+    entries say (an incident's other plans are in the story, not here)::
 
         opsbot-diagnose proposed "Restart app"; bob approved; ran restart app.service (ok): VERIFIED
 
@@ -269,8 +269,14 @@ def summary(plan_id: str, entries: list[AuditEntry], verbose: bool = False) -> s
     decided = [e for e in own if e.event in ("plan.approved", "plan.rejected")]
     decision = "not approved"
     if decided:
-        by = printable(decided[-1].fields.get("APPROVER", "someone"))
-        decision = f"{by} approved" if decided[-1].event == "plan.approved" else f"{by} rejected it"
+        fields = decided[-1].fields
+        by = printable(fields.get("APPROVER", "someone"))
+        if decided[-1].event == "plan.rejected":
+            decision = f"{by} rejected it"
+        elif fields.get("APPROVED_BY_RULE"):  # a rule, never said as if a person
+            decision = f"rule {printable(fields['APPROVED_BY_RULE'])} approved"
+        else:
+            decision = f"{by} approved"
     finished = [e for e in own if e.event == "step.finished"]
     outcomes = [printable(e.fields.get("OUTCOME", "?")) for e in finished]
     each = ", ".join(f"{_did(e)} ({o})" for e, o in zip(finished, outcomes, strict=True))

@@ -12,7 +12,8 @@
     opsbot watch UNIT             (root) diagnose UNIT automatically whenever it fails
     opsbot unwatch UNIT           (root) stop that
     opsbot check-config           validate /etc/opsbot/opsbot.toml, show the privilege mode
-    opsbot policy check|test ID   the standing approval rules; which would approve plan ID
+    opsbot policy VERB            the standing approval rules: check, test ID which would
+                                  approve a plan; (root) report, pause, resume them all
     opsbot polkit-rule [--write]  the polkit rule generated from the policy
     opsbot firewall [--write]     IP filters and the page's socket, from the config
 
@@ -100,7 +101,7 @@ COMMANDS = (
     Command(
         "policy",
         "opsbot_cli.policy",
-        "the standing approval rules: check them, or test which would approve a plan",
+        "the standing approval rules: check, test a plan; report, pause, resume them",
     ),
     Command(
         "polkit-rule",

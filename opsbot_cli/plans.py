@@ -2,8 +2,9 @@
 list-units`` lists units: a header, a line a plan of at most 100 columns (``--full``:
 whole), a footer; ``--state`` and ``--since`` to filter, ``--no-legend``, a pager on a
 terminal. Where an approved plan waits for its apply window, a RUNS column says when
-the window opens. The reply is checked with the models' generated JSON Schema
-(opsbot_cli.wire): no model is built."""
+the window opens, and where a standing rule approved a plan, a BY RULE column names the
+rule. The reply is checked with the models' generated JSON Schema (opsbot_cli.wire): no
+model is built."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ examples:
 """
 #: Columns of UNITS and GOAL when lines are cut to 100 columns (GOAL takes the rest).
 UNITS_WIDTH = 20
+#: Columns of BY RULE (the standing rule that approved a plan) when lines are cut.
+RULE_WIDTH = 20
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -169,11 +172,20 @@ def _goal(plan: dict[str, Any]) -> str:
     return str(plan["goal"])
 
 
+def _rule(plan: dict[str, Any], full: bool) -> str:
+    """The BY RULE cell: the standing rule that approved the plan ("-" for none: a person
+    did, or no one yet), cut to RULE_WIDTH unless ``full``."""
+    rule = printable(str(plan.get("approved_by_rule") or "-"))
+    return rule if full else cut(rule, RULE_WIDTH)
+
+
 def table(plans: list[dict[str, Any]], legend: bool = True, full: bool = False) -> list[str]:
     """The listing: PLAN, STATE, SUBMITTED, UNITS, GOAL; each line at most 100 columns
     (units and goal cut with an ellipsis) unless ``full``. A RUNS column after STATE
-    where an approved plan waits for its apply window: when the window opens."""
+    where an approved plan waits for its apply window: when the window opens; a BY RULE
+    column after it where a standing rule approved a plan: which (a rule, not a person)."""
     runs = any(_waits(p) for p in plans)
+    ruled = any(p.get("approved_by_rule") for p in plans)
     # An incident's plans together, in order, the follow-ups marked.
     first = {p["plan_id"]: i for i, p in enumerate(plans)}
     plans = sorted(
@@ -185,13 +197,22 @@ def table(plans: list[dict[str, Any]], legend: bool = True, full: bool = False) 
             p["plan_id"],
             p["state"],
             *((_runs(p),) if runs else ()),
+            *((_rule(p, full),) if ruled else ()),
             when(p["submitted_at"]),
             printable(",".join(p["units"])),
             printable(_goal(p)),
         )
         for p in plans
     ]
-    header = ("PLAN", "STATE", *(("RUNS",) if runs else ()), "SUBMITTED", "UNITS", "GOAL")
+    header = (
+        "PLAN",
+        "STATE",
+        *(("RUNS",) if runs else ()),
+        *(("BY RULE",) if ruled else ()),
+        "SUBMITTED",
+        "UNITS",
+        "GOAL",
+    )
     units_at = len(header) - 2
     widths = [
         max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(header[: units_at + 1])

@@ -1,8 +1,9 @@
 """``opsbot show ID``: one plan, its steps as a plan diff (``app.service: failed ->
 restart``) with the argv each runs and each precondition said as the unit is now (``as
-expected`` or not), when an approved plan waiting for its apply window runs, whether the
-service came back (VERIFIED / UNRESOLVED, with what opsbot-verify saw), its history. Each
-step is printed by opsbot_cli.steps, as ``opsbot approve`` prints it for review.
+expected`` or not), who approved it (a person, or a standing rule, named as a rule), when
+an approved plan waiting for its apply window runs, whether the service came back
+(VERIFIED / UNRESOLVED, with what opsbot-verify saw), its history. Each step is printed
+by opsbot_cli.steps, as ``opsbot approve`` prints it for review.
 
 The reply is checked with the models' generated JSON Schema (opsbot_cli.wire): no model
 is built. The argv is checked with the write tools' own builders (plans.argv_of), the
@@ -129,6 +130,15 @@ def render(detail: Mapping[str, Any], read: ReadState | None, full: bool = False
     say("state", s["state"])
     if s["reason"]:
         say("reason", printable(s["reason"]))
+    if s.get("approved_by_rule"):
+        rule_sha = printable(str(s.get("rule_sha256") or "?"))[:16]
+        say(
+            "approved",
+            f"by rule {printable(s['approved_by_rule'])}, not by a person "
+            f"([[approve.rule]] sha256 {rule_sha}...)",
+        )
+    elif s.get("approved_by"):
+        say("approved", f"by {printable(s['approved_by'])}")
     if s["state"] == "APPROVED" and s.get("waits_for_window") is not None:
         say("runs", window_words(s["waits_for_window"]))
     say("sha256", s["sha256"])

@@ -50,6 +50,8 @@ FIELDS_SHOWN = (
     "OUTCOME",
     "REASON",
     "APPROVER",
+    "APPROVED_BY_RULE",
+    "RULE_SHA256",
     "GOAL",
     "UNIT",
     "SYMPTOM",

@@ -282,10 +282,13 @@ def approve(
             except TransitionRefused as exc:
                 raise UsageError(exc.message) from exc
             store.save_status(status)
-        elif status.refusal or status.waits_for_window != waits:
+        elif status.refusal or status.waits_for_window != waits or status.approved_by_rule:
             # A renewed approval is news to the apply: the last refusal was of the old one
-            # (and `approve --wait` ends on the next refusal, the same words or not).
-            update = {"refusal": "", "waits_for_window": waits}
+            # (and `approve --wait` ends on the next refusal, the same words or not). Root
+            # renewing a rule's approval makes it root's: the status names who now.
+            update: dict[str, object] = {"refusal": "", "waits_for_window": waits}
+            if status.approved_by_rule and approver:
+                update.update(approved_by=approver, approved_by_rule="", rule_sha256="")
             store.save_status(status.model_copy(update=update))
     log.info(
         "plan.approved",

@@ -181,6 +181,12 @@ class PlanSummary(Model):
     waits_for_window: WindowWait | None = None
     #: The incident the plan belongs to (the first plan's id; its own for a first plan).
     incident: PlanId | None = None
+    #: Who approved it: the person (``approved_by``), or the standing approval rule
+    #: (``approved_by_rule``, with ``rule_sha256``, the rule as it stood), never both;
+    #: "" until it is approved.
+    approved_by: str = ""
+    approved_by_rule: str = ""
+    rule_sha256: str = ""
 
 
 class PlanDetail(Model):

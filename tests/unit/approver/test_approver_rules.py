@@ -349,3 +349,27 @@ def test_a_flood_of_other_plans_does_not_push_an_approval_out_of_the_record(
     shown = report(b)
     assert (shown.records, shown.dropped) == (5, 6)
     assert first.plan_id in {d.plan_id for d in shown.recent}
+
+
+def test_root_renewing_a_rules_approval_makes_it_roots(enforcing: Bench) -> None:
+    """The rule approved nginx's restart; root renews the approval with `opsbot approve`:
+    the approval in force is root's, and the plan's status says so, not the rule."""
+    import plans
+
+    b = enforcing
+    record = b.submit(unit="nginx.service")
+    rules(b)
+    plans.approve(
+        b.store,
+        b.approvals_dir,
+        record.plan_id,
+        sha256_prefix=record.sha256,
+        accepted=b.witness(record.plan_id),
+        approver="root",
+        now=b.clock(),
+        ttl_seconds=3600,
+    )
+    status = b.store.status(record.plan_id)
+    assert (status.approved_by, status.approved_by_rule, status.rule_sha256) == ("root", "", "")
+    approval = json.loads(approval_path(b.approvals_dir, record.plan_id).read_bytes())
+    assert approval["approver"] == "root" and "approved_by_rule" not in approval

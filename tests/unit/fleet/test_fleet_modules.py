@@ -19,6 +19,7 @@ import pytest
 
 from plans import argv_of
 from shared_schema import Plan
+from shared_schema.approver_socket import PolicyReported, RuleDecision, RuleSummary
 from shared_schema.executor_socket import PlanDetail, PlanSummary
 
 COLLECTIONS = Path(__file__).resolve().parents[3] / "packaging" / "ansible"
@@ -59,6 +60,10 @@ elif argv[0] == "approve":
 elif argv[0] == "diagnose":
     print(json.dumps(state["diagnose"]))
     sys.exit(state.get("diagnose_status", 3))
+elif argv[:2] == ["policy", "report"]:
+    if "policy_report" not in state:
+        fail("cannot connect to /run/opsbot/approver.sock: Connection refused", 1)
+    print(json.dumps(state["policy_report"]))
 else:
     fail("unknown command " + argv[0], 2)
 """
@@ -92,6 +97,41 @@ def detail(plan_id: str = PLAN_ID, state: str = "PROPOSED", unit: str = "app.ser
         summary=summary, plan=plan, argv=argv_of(plan.model_dump(mode="json")["steps"])
     )
     return shown.model_dump(mode="json")
+
+
+def policy_report(plan_id: str = PLAN_ID, sha256: str = "0" * 64) -> Any:
+    """``opsbot policy report --json`` as root's approver answers it (the models' dump): a
+    shadow rule that would have approved plan_id, and one that refused it."""
+    decision = RuleDecision(
+        plan_id=plan_id,
+        sha256=sha256,
+        at=datetime(2026, 12, 1, 21, 30, 5, tzinfo=UTC),
+        units=["app.service"],
+        tools=["restart_unit"],
+        outcome="would approve",
+        rule="night-restarts",
+        rule_sha256="1" * 64,
+        refused=["db-reloads: tool restart_unit is not one the rule names"],
+    )
+    reported = PolicyReported(
+        rules=[
+            RuleSummary(
+                name="night-restarts",
+                mode="shadow",
+                would_approve=4,
+                ended={"VERIFIED": 3, "EXPIRED": 1},
+            ),
+            RuleSummary(
+                name="db-reloads",
+                mode="shadow",
+                refused={"tool restart_unit is not one the rule names": 5},
+            ),
+        ],
+        records=5,
+        dropped=0,
+        recent=[decision],
+    )
+    return reported.model_dump(mode="json")
 
 
 APPROVAL = {
@@ -307,3 +347,25 @@ def test_diagnose_in_check_mode_runs_nothing(tmp_path: Path) -> None:
     assert result["changed"] is False
     assert result["msg"].startswith("would diagnose app.service")
     assert host.calls() == []
+
+
+def test_policy_report_returns_the_hosts_report_and_changes_nothing(tmp_path: Path) -> None:
+    """opsbot_policy_report: `opsbot policy report --json` as the host printed it, never a
+    change, the same in check mode."""
+    host = Host(tmp_path, [], policy_report=policy_report())
+    result = host.run("opsbot_policy_report", check_mode=True)
+    assert result["changed"] is False
+    assert result["report"] == policy_report()
+    assert host.calls() == [["policy", "report", "--json"]]
+
+
+def test_policy_report_fails_with_the_cli_message(tmp_path: Path) -> None:
+    """An approver that does not answer: the task fails with the CLI's own line (the
+    review keeps it as that host's "not read")."""
+    result = Host(tmp_path, []).run("opsbot_policy_report")
+    assert result["failed"] is True
+    assert result["msg"] == (
+        "`" + str(tmp_path / "opsbot") + " policy report --json` exited 1 (error: a daemon "
+        "cannot be reached, permission denied, internal error): error: cannot connect to "
+        "/run/opsbot/approver.sock: Connection refused"
+    )

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.fleet.test_fleet_modules import COLLECTIONS, Host, detail
+from tests.unit.fleet.test_fleet_modules import COLLECTIONS, Host, detail, policy_report
 
 #: Real ansible-playbook runs: minutes a developer skips with -m 'not slow'.
 pytestmark = pytest.mark.slow
@@ -31,7 +31,8 @@ pytestmark = pytest.mark.skipif(
 
 
 class Fleet:
-    """Three hosts with a plan each (web1 and web2 the same fix), one with none."""
+    """Three hosts with a plan each (web1 and web2 the same fix), one with none; only
+    web1's approver answers `opsbot policy report`."""
 
     def __init__(self, tmp_path: Path, after_approve: str = "VERIFIED") -> None:
         self.tmp = tmp_path
@@ -41,7 +42,8 @@ class Fleet:
             (tmp_path / name).mkdir()
             unit = "pg.service" if name == "db1" else "app.service"
             plans = [detail(IDS[name], unit=unit)] if name in IDS else []
-            self.hosts[name] = Host(tmp_path / name, plans, after_approve=after_approve)
+            rules = {"policy_report": policy_report(IDS[name])} if name == "web1" else {}
+            self.hosts[name] = Host(tmp_path / name, plans, after_approve=after_approve, **rules)
             lines.append(
                 f"{name} ansible_connection=local ansible_python_interpreter={sys.executable} "
                 f"opsbot_cli={self.hosts[name].cli}"
@@ -98,12 +100,15 @@ def fleet(tmp_path: Path) -> Fleet:
 
 def test_review_then_approve_canary_first(fleet: Fleet) -> None:
     """The review writes JSON and Markdown where the operator stands, in inventory order,
-    web1 and web2 as one fix; the approval asks web1 (the canary) alone, then the rest,
-    each for exactly its reviewed plan, and ends with every host VERIFIED."""
+    web1 and web2 as one fix, with what web1's rules would do (and web2's approver that
+    did not answer, reviewed all the same); the approval asks web1 (the canary) alone,
+    then the rest, each for exactly its reviewed plan, and ends with every host VERIFIED."""
     report = fleet.review()
     assert list(report["hosts"]) == ["web1", "web2", "db1", "idle"]
     assert [g["count"] for g in report["groups"]] == [2, 1]
     assert (fleet.tmp / "fleet-report.md").read_text().startswith("# opsbot fleet review")
+    assert report["rules"]["web1"]["plans"][IDS["web1"]]["rule"] == "night-restarts"
+    assert "Connection refused" in report["rules"]["web2"]["error"]
     done = fleet.approve()
     assert done.returncode == 0, done.stdout
     assert "rollout: web1, web2, db1 (canary web1)" in done.stdout

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests.unit.fleet.test_fleet_modules import policy_report
+
 PLUGIN = (
     Path(__file__).resolve().parents[3]
     / "packaging/ansible/ansible_collections/opsbot/fleet/plugins/filter/fleet_report.py"
@@ -204,3 +206,82 @@ def test_how_each_waited_plan_ended() -> None:
         {"plan_id": "p2", "state": "STALE", "reason": "unit restarted"},
         {"plan_id": "p3", "state": "unknown", "reason": "no plan p3 on this host"},
     ]
+
+
+#: What opsbot_policy_report left per host (registered with failed_when: false).
+APPROVER_DOWN = (
+    "`/usr/local/bin/opsbot policy report --json` exited 1 (error: a daemon cannot be "
+    "reached, permission denied, internal error): error: cannot connect to "
+    "/run/opsbot/approver.sock: Connection refused"
+)
+
+
+def rules_read() -> dict[str, Any]:
+    paused = policy_report()
+    paused.update(
+        rules=[],
+        recent=[],
+        pause={"paused": True, "by": "root", "at": "2026-12-01T21:00:00Z", "reason": "deploy"},
+    )
+    return {
+        "web1": {"changed": False, "report": policy_report("20261201-213000-0000aa01")},
+        "web2": {"changed": False, "failed": False, "msg": APPROVER_DOWN, "rc": 1},
+        "db1": {"changed": False, "report": paused},
+    }
+
+
+def test_the_report_says_what_each_hosts_rules_did() -> None:
+    """With rules=: per host, each rule's counts and how the plans it would have approved
+    ended, the decision about each reviewed plan, the pause; a host whose approver did not
+    answer keeps the task's message, and one without a result says so."""
+    report = fleet.fleet_report(hostplans(), rules=rules_read())
+    rules = report["rules"]
+    assert list(rules) == ["web1", "web2", "db1", "web3"]
+    web1 = rules["web1"]
+    assert web1["error"] == "" and web1["paused"] is None
+    assert web1["rules"][0] == {
+        "name": "night-restarts",
+        "mode": "shadow",
+        "approved": 0,
+        "would_approve": 4,
+        "ended": {"VERIFIED": 3, "EXPIRED": 1},
+        "refused": {},
+    }
+    assert web1["plans"] == {
+        "20261201-213000-0000aa01": {
+            "outcome": "would approve",
+            "rule": "night-restarts",
+            "refused": ["db-reloads: tool restart_unit is not one the rule names"],
+        }
+    }
+    assert rules["web2"] == {"error": APPROVER_DOWN}
+    assert rules["db1"]["paused"]["by"] == "root" and rules["db1"]["rules"] == []
+    assert rules["web3"] == {"error": "opsbot policy report did not run there"}
+    assert "rules" not in fleet.fleet_report(hostplans())
+
+
+def test_the_table_and_markdown_show_the_rules() -> None:
+    """The terminal: one line a rule, the plan a rule would have approved, the pause and
+    the approver that did not answer, each within 100 columns; the Markdown: a table of
+    the rules per host and, under the plan, what the rules decided about it."""
+    report = fleet.fleet_report(hostplans(), rules=rules_read())
+    lines = fleet.fleet_report_table(report)
+    assert max(len(line) for line in lines) <= 100
+    tail = lines[lines.index("standing rules (opsbot policy report):") + 1 :]
+    assert tail[:3] == [
+        "web1  night-restarts (shadow): approved 0, would approve 4 (VERIFIED 3, EXPIRED 1), "
+        "refused 0",
+        "web1  db-reloads (shadow): approved 0, would approve 0, refused 5",
+        "web1  20261201-213000-0000aa01: would approve (night-restarts)",
+    ]
+    assert tail[3] == APPROVER_DOWN.join(["web2  not read: ", ""])[:97] + "..."
+    assert tail[4:] == [
+        "db1  PAUSED by root at 2026-12-01T21:00:00Z: deploy",
+        "db1  no [[approve.rule]]",
+        "web3  not read: opsbot policy report did not run there",
+    ]
+    text = fleet.fleet_report_markdown(report)
+    assert "  - standing rules: would approve (night-restarts)" in text
+    assert "| night-restarts | shadow | 0 | 4 | VERIFIED 3, EXPIRED 1 |  |" in text
+    assert "| db-reloads | shadow | 0 | 0 |  | 5: tool restart_unit is not one" in text
+    assert "### web2\n\nNot read: '/usr/local/bin/opsbot policy report --json' exited 1" in text

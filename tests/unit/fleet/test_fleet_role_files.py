@@ -19,10 +19,12 @@ from typing import Any
 import jinja2
 import pytest
 import yaml
+from pydantic import ValidationError
 from setuptools.config.expand import canonic_data_files
 
 from shared_schema import OpsbotConfig
-from testbed.readme import block, commands, enabled_units
+from shared_schema.standing import ApproveRule
+from testbed.readme import OPERATING, block, commands, enabled_units
 from testbed.stack import DEFAULT_STACK, HEALTH_TIMEOUT, Stack
 
 REPO = Path(__file__).resolve().parents[3]
@@ -117,13 +119,22 @@ def stack_variables(stack: Stack) -> dict[str, Any]:
     }
 
 
+def ansible_bool(value: Any) -> bool:
+    """Ansible's ``bool`` filter: true for True, 1 and the strings yes, on, 1, true."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("yes", "on", "1", "true")
+    return value is True or value == 1
+
+
 def render_config(variables: dict[str, Any]) -> str:
     """templates/opsbot.toml.j2 as Ansible's template module renders it (trim_blocks;
-    ``to_json`` is Ansible's json.dumps), over the role's defaults."""
+    ``to_json`` is Ansible's json.dumps, ``bool`` its truth of a variable), over the
+    role's defaults."""
     environment = jinja2.Environment(
         trim_blocks=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True
     )
     environment.filters["to_json"] = json.dumps
+    environment.filters["bool"] = ansible_bool
     template = environment.from_string((ROLE / "templates/opsbot.toml.j2").read_text())
     return template.render(**{**role_defaults(), **variables})
 
@@ -165,6 +176,92 @@ def test_rendered_config_carries_every_variable() -> None:
 def test_rendered_config_with_defaults_only_is_opsbots_defaults() -> None:
     """A host given no opsbot_* variables gets the defaults: opsbot may touch nothing."""
     assert OpsbotConfig.model_validate(tomllib.loads(render_config({}))) == OpsbotConfig()
+
+
+NIGHT_RESTARTS = {
+    "name": "night-restarts",
+    "tools": ["restart_unit", "start_unit"],
+    "units": ["app.service", "worker@*.service"],
+    "windows": [
+        {"start": "*-*-* 00:00", "duration": "6h"},
+        {"start": "Sat,Sun *-*-* 10:00", "duration": "2h"},
+    ],
+    "max_per_unit": 2,
+    "period": "12h",
+}
+
+
+def rendered_rules(**variables: Any) -> list[ApproveRule]:
+    """The ``[[approve.rule]]`` tables of the config the role renders, as opsbot reads them."""
+    config = OpsbotConfig.model_validate(tomllib.loads(render_config(variables)))
+    return config.approve.rule
+
+
+def test_rules_render_as_the_rules_opsbot_reads() -> None:
+    """opsbot_approve_rules become [[approve.rule]] tables (windows as their own
+    [[approve.rule.windows]]) that opsbot's schema reads as exactly the rules given, in
+    their order; without any, the config has none."""
+    short = {"name": "resets", "tools": ["reset_failed_unit"], "units": ["db.service"]}
+    rules = rendered_rules(opsbot_approve_rules=[NIGHT_RESTARTS, short])
+    assert rules == [
+        ApproveRule.model_validate({**NIGHT_RESTARTS, "mode": "shadow"}),
+        ApproveRule.model_validate({**short, "mode": "shadow"}),
+    ]
+    assert [w.seconds for w in rules[0].windows] == [6 * 3600, 2 * 3600]
+    assert "[[approve.rule]]" not in render_config({})
+
+
+@pytest.mark.parametrize(
+    ("mode", "enforce", "written"),
+    [
+        (None, False, "shadow"),
+        (None, True, "shadow"),
+        ("shadow", True, "shadow"),
+        ("enforce", False, "shadow"),
+        ("enforce", "no", "shadow"),
+        ("enforce", True, "enforce"),
+        ("enforce", "true", "enforce"),
+    ],
+)
+def test_a_rule_enforces_only_with_the_switch(mode: str | None, enforce: Any, written: str) -> None:
+    """Shadow first: a rule is written as shadow unless its mode is enforce and the host's
+    opsbot_approve_enforce is true (as Ansible reads a variable), both."""
+    rule = NIGHT_RESTARTS if mode is None else {**NIGHT_RESTARTS, "mode": mode}
+    rules = rendered_rules(opsbot_approve_rules=[rule], opsbot_approve_enforce=enforce)
+    assert [r.mode for r in rules] == [written]
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        {**NIGHT_RESTARTS, "mode": "enforced"},
+        {**NIGHT_RESTARTS, "tools": ["*"]},
+        {**NIGHT_RESTARTS, "units": ["*"]},
+        {**NIGHT_RESTARTS, "cause": ["killed"]},
+        {key: value for key, value in NIGHT_RESTARTS.items() if key != "tools"},
+    ],
+)
+def test_a_rule_opsbot_would_refuse_is_not_made_valid(rule: dict[str, Any]) -> None:
+    """The template passes a rule on as given (a mistyped mode is not made shadow, a key
+    opsbot does not know is not dropped, no tool or unit is filled in), so that opsbot's
+    loader, the template task's validate, refuses it and nothing is written."""
+    text = render_config({"opsbot_approve_rules": [rule], "opsbot_approve_enforce": True})
+    with pytest.raises(ValidationError):
+        OpsbotConfig.model_validate(tomllib.loads(text))
+
+
+def test_the_manuals_fleet_rule_is_its_rule_shadow_first() -> None:
+    """docs/operating.md's fleet rule (<!-- fleet-rules -->, mode enforce), through the role
+    without the switch, is exactly the manual's own rule in shadow (<!-- standing-rule -->);
+    with opsbot_approve_enforce it is that rule in enforce."""
+    variables = yaml.safe_load(block("fleet-rules", doc=OPERATING))
+    (manual,) = OpsbotConfig.model_validate(
+        tomllib.loads(block("standing-rule", doc=OPERATING))
+    ).approve.rule
+    assert manual.mode == "shadow"
+    assert rendered_rules(**variables) == [manual]
+    enforced = rendered_rules(**variables, opsbot_approve_enforce=True)
+    assert enforced == [manual.model_copy(update={"mode": "enforce"})]
 
 
 @pytest.mark.parametrize("name", ["opsbot", "journal"])

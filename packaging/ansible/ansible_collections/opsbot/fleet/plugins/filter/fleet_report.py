@@ -1,9 +1,11 @@
 """opsbot.fleet's review report, built on the controller from what opsbot_plans returned
 on each host: the reviewed artefact that fleet-approve.yml approves exactly.
 
-- ``fleet_report(hostplans)``: ``{inventory_hostname: [plan, ...]}`` to the report,
-  grouping plans of the same shape (the same goal and the same ordered (tool, unit)
-  steps, per-host preconditions aside): "the same fix on 7 hosts";
+- ``fleet_report(hostplans, rules=None)``: ``{inventory_hostname: [plan, ...]}`` to the
+  report, grouping plans of the same shape (the same goal and the same ordered (tool,
+  unit) steps, per-host preconditions aside): "the same fix on 7 hosts"; with ``rules``
+  (``{inventory_hostname: opsbot_policy_report's result}``), what each host's standing
+  approval rules did and would have done, or why that could not be read;
 - ``fleet_report_table(report)``: the report as terminal lines of at most 100 columns;
 - ``fleet_report_markdown(report)``: the report as Markdown, every sha256 whole;
 - ``fleet_plan_ends(results)``: how each plan a host waited on ended, from the
@@ -82,10 +84,60 @@ def _plan(host: str, plan: Any) -> dict[str, Any]:
     }
 
 
-def fleet_report(hostplans: Any, generated_at: str | None = None) -> dict[str, Any]:
+def _counts(value: Any) -> dict[str, int]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {printable(k): int(n) for k, n in value.items() if isinstance(n, int)}
+
+
+def _host_rules(result: Any, reviewed: set[str]) -> dict[str, Any]:
+    """One host's ``opsbot policy report --json`` (opsbot_policy_report's result) as the
+    report keeps it: each rule's counts, the pause, and the decisions about the plans
+    reviewed; or ``error``, the task's message (the approver did not answer, say)."""
+    said = result.get("report") if isinstance(result, Mapping) else None
+    if not isinstance(said, Mapping) or not isinstance(said.get("rules"), list):
+        message = result.get("msg") if isinstance(result, Mapping) else None
+        return {"error": printable(message or "opsbot policy report did not run there")}
+    rules = [
+        {
+            "name": printable(rule.get("name", "?")),
+            "mode": printable(rule.get("mode", "?")),
+            "approved": int(rule.get("approved") or 0),
+            "would_approve": int(rule.get("would_approve") or 0),
+            "ended": _counts(rule.get("ended")),
+            "refused": _counts(rule.get("refused")),
+        }
+        for rule in said["rules"]
+        if isinstance(rule, Mapping)
+    ]
+    pause = said.get("pause")
+    decisions = {
+        str(d["plan_id"]): {
+            "outcome": printable(d.get("outcome", "")),
+            "rule": printable(d.get("rule", "")),
+            "refused": [printable(line) for line in d.get("refused") or []],
+        }
+        for d in said.get("recent") or []
+        if isinstance(d, Mapping) and str(d.get("plan_id")) in reviewed
+    }
+    return {
+        "error": "",
+        "rules": rules,
+        "paused": dict(pause) if isinstance(pause, Mapping) and pause.get("paused") else None,
+        "records": int(said.get("records") or 0),
+        "dropped": int(said.get("dropped") or 0),
+        "plans": decisions,
+    }
+
+
+def fleet_report(
+    hostplans: Any, generated_at: str | None = None, rules: Any = None
+) -> dict[str, Any]:
     """The report of ``{host: [plan, ...]}`` (hosts kept in the order given, which is the
     inventory's): every plan per host, and the groups of plans of the same shape, most
-    hosts first, then by goal."""
+    hosts first, then by goal. With ``rules`` (``{host: opsbot_policy_report's
+    result}``), also ``rules``: per host, what its standing rules did (a host missing
+    from ``rules`` is "not read")."""
     if not isinstance(hostplans, Mapping):
         raise ReportError("fleet_report takes {inventory_hostname: [plan, ...]}")
     hosts: dict[str, list[dict[str, Any]]] = {}
@@ -100,6 +152,14 @@ def fleet_report(hostplans: Any, generated_at: str | None = None) -> dict[str, A
                 {"host": host, "plan_id": plan["plan_id"], "sha256": plan["sha256"]}
             )
     ordered = sorted(groups.items(), key=lambda item: (-len(item[1]), item[0][0], item[0][1]))
+    extra: dict[str, Any] = {}
+    if rules is not None:
+        if not isinstance(rules, Mapping):
+            raise ReportError("fleet_report: rules= takes {inventory_hostname: result}")
+        extra["rules"] = {
+            host: _host_rules(rules.get(host), {p["plan_id"] for p in plans})
+            for host, plans in hosts.items()
+        }
     return {
         "format": FORMAT,
         "generated_at": generated_at or datetime.now(UTC).isoformat(timespec="seconds"),
@@ -113,6 +173,7 @@ def fleet_report(hostplans: Any, generated_at: str | None = None) -> dict[str, A
             }
             for (goal, steps), members in ordered
         ],
+        **extra,
     }
 
 
@@ -168,6 +229,48 @@ def fleet_report_table(report: Any) -> list[str]:
                 f"sha256 {plan['sha256'][:16]}...  {steps}"
             )
             lines.append(cut(said, WIDTH))
+    if "rules" in report:
+        lines += ["", "standing rules (opsbot policy report):"]
+        lines += [cut(line, WIDTH) for line in _rules_lines(report["rules"])]
+    return lines
+
+
+def _ended(ended: Mapping[str, int]) -> str:
+    return ", ".join(f"{state} {count}" for state, count in ended.items())
+
+
+def _rule_text(rule: Mapping[str, Any]) -> str:
+    """One rule's record in a few words: approved 1, would approve 4 (VERIFIED 3, ...)."""
+    ended = f" ({_ended(rule['ended'])})" if rule["ended"] else ""
+    refused = sum(rule["refused"].values())
+    return (
+        f"{rule['name']} ({rule['mode']}): approved {rule['approved']}, would approve "
+        f"{rule['would_approve']}{ended}, refused {refused}"
+    )
+
+
+def _pause_text(pause: Mapping[str, Any]) -> str:
+    reason = f": {printable(pause.get('reason'))}" if pause.get("reason") else ""
+    return f"PAUSED by {printable(pause.get('by', '?'))} at {printable(pause.get('at'))}{reason}"
+
+
+def _rules_lines(rules: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Per host: its rules' records, the pause, and each reviewed plan a rule approved or
+    would have approved; or why the host's rules were not read."""
+    lines = []
+    for host, said in rules.items():
+        name = printable(host)
+        if said["error"]:
+            lines.append(f"{name}  not read: {said['error']}")
+            continue
+        if said["paused"]:
+            lines.append(f"{name}  {_pause_text(said['paused'])}")
+        if not said["rules"]:
+            lines.append(f"{name}  no [[approve.rule]]")
+        lines += [f"{name}  {_rule_text(rule)}" for rule in said["rules"]]
+        for plan_id, decision in said["plans"].items():
+            if decision["rule"]:
+                lines.append(f"{name}  {plan_id}: {decision['outcome']} ({decision['rule']})")
     return lines
 
 
@@ -213,8 +316,48 @@ def fleet_report_markdown(report: Any) -> str:
                     f"  - step {index}: {_md(step['tool'])} {_md(step['unit'])}: `{_md(argv)}`"
                 )
             out += [f"  - evidence: {_md(line)}" for line in plan.get("evidence") or []]
+            decided = report.get("rules", {}).get(host, {}).get("plans", {}).get(plan["plan_id"])
+            if decided:
+                why = "; ".join(decided["refused"])
+                said = f"{decided['outcome']} ({decided['rule']})" if decided["rule"] else why
+                out.append(f"  - standing rules: {_md(said or decided['outcome'])}")
         out.append("")
+    if "rules" in report:
+        out = "\n".join(out).rstrip().split("\n") + [""] + _rules_markdown(report["rules"])
     return "\n".join(out).rstrip() + "\n"
+
+
+def _rules_markdown(rules: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    out = [
+        "## Standing rules",
+        "",
+        "What each host's `[[approve.rule]]` approved (enforce) and would have approved "
+        "(shadow), how those plans ended, and why they refused the others "
+        "(`opsbot policy report --json`).",
+        "",
+    ]
+    for host, said in rules.items():
+        out += [f"### {_md(host)}", ""]
+        if said["error"]:
+            out += [f"Not read: {_md(said['error'])}", ""]
+            continue
+        if said["paused"]:
+            out += [_md(_pause_text(said["paused"])), ""]
+        if not said["rules"]:
+            out += ["No `[[approve.rule]]`.", ""]
+            continue
+        out += [
+            "| rule | mode | approved | would approve | how those ended | refused: why |",
+            "|---|---|---:|---:|---|---|",
+        ]
+        for rule in said["rules"]:
+            refused = "<br>".join(f"{n}: {_md(why)}" for why, n in rule["refused"].items())
+            out.append(
+                f"| {_md(rule['name'])} | {_md(rule['mode'])} | {rule['approved']} | "
+                f"{rule['would_approve']} | {_md(_ended(rule['ended']))} | {refused} |"
+            )
+        out += ["", f"{said['records']} decisions kept, {said['dropped']} dropped.", ""]
+    return out
 
 
 def fleet_plan_ends(results: Any) -> list[dict[str, str]]:
