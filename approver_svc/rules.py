@@ -30,10 +30,10 @@ from plans import PlanError, new_plan_id, rejection_reason
 from plans.standing import (
     ForHumans,
     RuleApproves,
+    StoreIndex,
     UnitHistory,
     decide,
     recent_errors,
-    unit_history,
 )
 from shared_io.errors import OpsbotError
 from shared_schema import PlanState
@@ -56,6 +56,10 @@ log = structlog.get_logger("opsbot.approver")
 RULE_APPROVAL_TTL_SECONDS = 600
 #: Plans asked about per request: a flood is taken in turns, oldest first.
 MAX_PER_RUN = 50
+#: A record's reasons: the first rules' (in the order asked), each cut to a line.
+MAX_REFUSED = 8
+MAX_LINE = 300
+MAX_UNITS = 16
 #: Reasons listed per rule in the report (the most frequent).
 MAX_REASONS = 10
 #: Decisions the report lists one by one.
@@ -65,7 +69,8 @@ MAX_RECENT = 50
 def apply_rules(
     service: ApproverService, state: ApproverState, now: datetime
 ) -> list[RuleDecision]:
-    """Ask the rules about each waiting plan not asked about before; what they decided."""
+    """Ask the rules about each waiting plan not asked about before; what they decided.
+    Each approval is saved in ``state`` as soon as it is written."""
     rules = service.config.approve.rule
     if not rules:
         return []
@@ -73,20 +78,39 @@ def apply_rules(
     waiting = [
         plan_id
         for plan_id in service.store.ids()
-        if plan_id[:15] >= oldest and plan_id not in state.ruled
+        if plan_id[:15] >= oldest and plan_id not in state.ruled and plan_id > state.ruled_floor
     ]
-    decided = []
-    for plan_id in sorted(waiting)[:MAX_PER_RUN]:
-        decision = _decide(service, state, plan_id, rules, now)
-        if decision is not None:
-            state.record_rule(decision)
-            decided.append(decision)
+    decided: list[RuleDecision] = []
+    index: StoreIndex | None = None
+    for plan_id in sorted(waiting):
+        if len(decided) >= MAX_PER_RUN:
+            break
+        if index is None:  # read once per run, and only when a plan may be decided
+            index = StoreIndex.read(service.store)
+        try:
+            decision = _decide(service, state, index, plan_id, rules, now)
+        except Exception:  # one plan's failure must not keep the rules from the others
+            log.exception("rules.crashed", plan_id=plan_id)
+            continue
+        if decision is None:
+            continue
+        state.record_rule(decision)
+        decided.append(decision)
+        if decision.outcome == "approved":
+            index.reread(service.store, plan_id)
+            service.state.save(state)  # root's count of the rule's approvals, at once
     return decided
+
+
+def _line(text: str) -> str:
+    """One line of a record, cut to what the record holds."""
+    return text if len(text) <= MAX_LINE else text[: MAX_LINE - 1] + "…"
 
 
 def _decide(
     service: ApproverService,
     state: ApproverState,
+    index: StoreIndex,
     plan_id: str,
     rules: list[ApproveRule],
     now: datetime,
@@ -109,24 +133,25 @@ def _decide(
         "plan_id": plan_id,
         "sha256": record.sha256,
         "at": now,
-        "units": plan.units(),
+        "units": plan.units()[:MAX_UNITS],
         "tools": sorted({step.tool for step in plan.steps}),
     }
     if state.paused and state.pause is not None:
         why = f"the policy is paused (by {state.pause.by}; `opsbot policy resume`)"
         log.info("rules.paused", plan_id=plan_id)
-        return RuleDecision(**seen, outcome="for humans", refused=[why])
+        return RuleDecision(**seen, outcome="for humans", refused=[_line(why)])
     accepted = service.witness(plan_id)
     if accepted.sha256s != {record.sha256}:
+        # Asked again next time: the journal may not have the executor's entry yet.
         why = "no plan.accepted entry of opsbot-executor.service names its sha256"
         log.warning("rules.unwitnessed", plan_id=plan_id, sha256=record.sha256, reason=why)
-        return RuleDecision(**seen, outcome="for humans", refused=[why])
+        return None
 
     def history(unit: str) -> UnitHistory:
         """The unit's history; a rule's approvals counted from the store's statuses (the
         executor's files) and this approver's own record (root's) together, so that
         neither alone can reset a rule's limit."""
-        told = unit_history(store, unit, skip=plan_id)
+        told = index.history(unit, skip=plan_id)
         ours = state.approved_by_rules(unit)
         by_rule = {
             rule: tuple(sorted({*told.by_rule.get(rule, ()), *ours.get(rule, ())}))
@@ -147,14 +172,23 @@ def _decide(
     enforcing = ask([rule for rule in rules if rule.mode == "enforce"])
     shadowing = ask([rule for rule in rules if rule.mode == "shadow"])
     refused = [
-        f"{refusal.rule}: {refusal.reason}"
+        _line(f"{refusal.rule}: {refusal.reason}")
         for answer in (enforcing, shadowing)
         if isinstance(answer, ForHumans)
         for refusal in answer.refused
-    ]
+    ][:MAX_REFUSED]
     shadow = shadowing.rule if isinstance(shadowing, RuleApproves) else None
     if isinstance(enforcing, RuleApproves):
         rule = enforcing.rule
+        # Made before the approval is written: a record that cannot be made approves nothing.
+        approved = RuleDecision(
+            **seen,
+            outcome="approved",
+            rule=rule.name,
+            rule_sha256=rule.sha256,
+            shadow_rule=shadow.name if shadow else "",
+            refused=refused,
+        )
         busy = service.apply_busy()
         try:
             plans.approve(
@@ -173,9 +207,9 @@ def _decide(
             )
         except OpsbotError as exc:
             log.error("rules.approval_failed", plan_id=plan_id, rule=rule.name, error=exc.message)
-            refused.insert(0, f"{rule.name}: the approval was not written: {exc.message}")
-            return RuleDecision(
-                **seen, outcome="failed", rule=rule.name, rule_sha256=rule.sha256, refused=refused
+            why = _line(f"{rule.name}: the approval was not written: {exc.message}")
+            return approved.model_copy(
+                update={"outcome": "failed", "refused": [why, *refused][:MAX_REFUSED]}
             )
         applies, _ = service.start_apply(busy)
         log.info(
@@ -187,14 +221,7 @@ def _decide(
             units=" ".join(plan.units()),
             applies=applies,
         )
-        return RuleDecision(
-            **seen,
-            outcome="approved",
-            rule=rule.name,
-            rule_sha256=rule.sha256,
-            shadow_rule=shadow.name if shadow else "",
-            refused=refused,
-        )
+        return approved
     if shadow is not None:
         log.info("rules.would_approve", plan_id=plan_id, rule=shadow.name)
         return RuleDecision(

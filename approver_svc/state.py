@@ -84,6 +84,9 @@ class ApproverState(Model):
     ruled: dict[PlanId, RuleDecision] = Field(default_factory=dict)
     #: Records of ``ruled`` dropped to keep MAX_RULE_RECORDS.
     ruled_dropped: int = 0
+    #: The newest plan whose record was dropped: the rules never ask about it or an older
+    #: one again (such a plan waits for a human).
+    ruled_floor: str = ""
     #: ``opsbot policy pause``/``resume``: the last switch (None: never paused).
     pause: Pause | None = None
 
@@ -96,12 +99,20 @@ class ApproverState(Model):
         those no rule approved first (the approvals count against a rule's limit: a
         flood of other plans must not push them out)."""
         self.ruled[decision.plan_id] = decision
-        if len(self.ruled) > MAX_RULE_RECORDS:
-            order = sorted(self.ruled, key=lambda p: (self.ruled[p].outcome == "approved", p))
-            drop = order[: len(self.ruled) - MAX_RULE_RECORDS]
-            self.ruled_dropped += len(drop)
-            for plan_id in drop:
-                del self.ruled[plan_id]
+        self.shed_rules(MAX_RULE_RECORDS)
+
+    def shed_rules(self, limit: int) -> int:
+        """Keep at most ``limit`` rule records: the oldest go first, those no rule
+        approved before any approval. How many were dropped (also counted)."""
+        if len(self.ruled) <= limit:
+            return 0
+        order = sorted(self.ruled, key=lambda p: (self.ruled[p].outcome == "approved", p))
+        drop = order[: len(self.ruled) - limit]
+        self.ruled_dropped += len(drop)
+        self.ruled_floor = max([self.ruled_floor, *drop])
+        for plan_id in drop:
+            del self.ruled[plan_id]
+        return len(drop)
 
     def approved_by_rules(self, unit: str) -> dict[str, list[datetime]]:
         """When each rule approved a plan of ``unit``, by this approver's own record."""
@@ -196,12 +207,21 @@ class StateFile:
         then the soonest to expire), so that the next load can always read it."""
         self._check_directory()
         data = state.model_dump_json().encode() + b"\n"
-        while len(data) > MAX_STATE_BYTES and state.tokens:
-            shed = state.shed(len(state.tokens) * 3 // 4)
-            log.error(
-                "state.shed",
-                tokens=shed,
-                reason=f"the state would pass {MAX_STATE_BYTES} bytes; links forgotten",
-            )
+        while len(data) > MAX_STATE_BYTES and (state.ruled or state.tokens):
+            if state.ruled:  # the rules' history goes before any link a human needs
+                shed = state.shed_rules(len(state.ruled) * 3 // 4)
+                log.warning(
+                    "state.shed",
+                    rule_records=shed,
+                    reason=f"the state would pass {MAX_STATE_BYTES} bytes; oldest rule "
+                    "records dropped (counted in `opsbot policy report`)",
+                )
+            else:
+                shed = state.shed(len(state.tokens) * 3 // 4)
+                log.error(
+                    "state.shed",
+                    tokens=shed,
+                    reason=f"the state would pass {MAX_STATE_BYTES} bytes; links forgotten",
+                )
             data = state.model_dump_json().encode() + b"\n"
         write_atomic(self.path, data, mode=0o600)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import structlog
@@ -21,24 +23,48 @@ from shared_schema.approver_socket import ApplyRules, RulesApplied
 log = structlog.get_logger("opsbot.approver")
 
 
-def apply_rules(socket_path: Path | None = None, *, verbose: bool = False) -> int:
-    """Ask the approver to put each plan that waits to the rules; log what they decided."""
+#: After a request that decided nothing, one more after this long: a plan stored while
+#: this run goes on starts no second run (systemd merges it into this one), so the run
+#: itself looks once more before it ends.
+QUIET_SECONDS = 1.0
+#: Requests per run at most (each decides up to the approver's batch).
+MAX_ROUNDS = 20
+
+
+def apply_rules(
+    socket_path: Path | None = None,
+    *,
+    verbose: bool = False,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """Ask the approver to put each plan that waits to the rules, until a request after
+    :data:`QUIET_SECONDS` of quiet decides nothing; log what they decided."""
     logsetup.configure("opsbot-approver", verbose=verbose)
-    try:
-        reply = ask_approver(ApplyRules(), RulesApplied, path=socket_path)
-    except OpsbotError as exc:
-        log.error("rules.unavailable", error=exc.message, hint=exc.hint)
-        print(f"opsbot-rules: {exc}", file=sys.stderr)
-        return exc.exit_status
-    for decision in reply.decided:
-        log.info(
-            "rules.decided",
-            plan_id=decision.plan_id,
-            outcome=decision.outcome,
-            rule=decision.rule or None,
-            units=" ".join(decision.units),
-        )
-    log.info("rules.done", plans=len(reply.decided), paused=reply.paused or None)
+    total, quiet = 0, False
+    for _ in range(MAX_ROUNDS):
+        try:
+            reply = ask_approver(ApplyRules(), RulesApplied, path=socket_path)
+        except OpsbotError as exc:
+            log.error("rules.unavailable", error=exc.message, hint=exc.hint)
+            print(f"opsbot-rules: {exc}", file=sys.stderr)
+            return exc.exit_status
+        for decision in reply.decided:
+            log.info(
+                "rules.decided",
+                plan_id=decision.plan_id,
+                outcome=decision.outcome,
+                rule=decision.rule or None,
+                units=" ".join(decision.units),
+            )
+        total += len(reply.decided)
+        if reply.decided:
+            quiet = False
+        elif quiet:
+            break
+        else:
+            quiet = True
+            sleep(QUIET_SECONDS)
+    log.info("rules.done", plans=total, paused=reply.paused or None)
     return 0
 
 

@@ -280,8 +280,14 @@ def approve(
                     waits_for_window=waits,
                 )
             except TransitionRefused as exc:
+                remove_approval(approvals_dir, plan_id)
                 raise UsageError(exc.message) from exc
-            store.save_status(status)
+            try:
+                store.save_status(status)
+            except BaseException:
+                # Not APPROVED in the store: the approval must not stand either, uncounted.
+                remove_approval(approvals_dir, plan_id)
+                raise
         elif status.refusal or status.waits_for_window != waits or status.approved_by_rule:
             # A renewed approval is news to the apply: the last refusal was of the old one
             # (and `approve --wait` ends on the next refusal, the same words or not). Root

@@ -6,7 +6,9 @@ A rule approves a plan only when every one of these holds, asked in this order:
 1. the plan waits for approval (PROPOSED);
 2. each step's tool is one the rule names;
 3. each step's unit matches one of the rule's units, and is in ``[executor.allow]`` for
-   that tool as the config stands now (a rule never reaches past the allowlist);
+   that tool as the config stands now (a rule never reaches past the allowlist), and the
+   step has a precondition (``expect``: the state diagnosis saw, which the executor checks
+   live before it runs, so an unattended step never acts on a unit that changed since);
 4. the plan's cause (systemd's Result= of its symptom unit) is one the rule names, if
    it names any; one of the rule's windows is open now (a rule without windows: any time), and the
    executor's apply windows are (a rule's approval is for an apply now);
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from plans.errors import PlanError
+from plans.records import StatusRecord
 from plans.store import PlanStore
 from plans.verification import history_errors
 from plans.windows import Analyzer, systemd_analyze, window_state
@@ -83,32 +86,60 @@ class UnitHistory:
         return sum(1 for at in self.by_rule.get(rule, ()) if at >= since)
 
 
-def unit_history(store: PlanStore, unit: str, skip: str = "") -> UnitHistory:
-    """``unit``'s history in ``store`` (every retained plan; ``skip`` the one asked about)."""
-    in_flight: str | None = None
-    ends: list[tuple[datetime, str, PlanState]] = []
-    by_rule: dict[str, list[datetime]] = {}
-    for plan_id in store.ids():
-        if plan_id == skip:
-            continue
+@dataclass
+class StoreIndex:
+    """Every retained plan's units and status, read once (one run of the rules asks about
+    many plans and units: each reads this, not the store). A plan that cannot be read is
+    kept by id with why: every history fails closed while there is one."""
+
+    entries: dict[str, tuple[frozenset[str], StatusRecord]] = field(default_factory=dict)
+    unreadable: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, store: PlanStore) -> StoreIndex:
+        index = cls()
+        for plan_id in store.ids():
+            index.reread(store, plan_id)
+        return index
+
+    def reread(self, store: PlanStore, plan_id: str) -> None:
+        """Read ``plan_id`` again (after a rule approved it)."""
         try:
             record = store.load(plan_id)
-            if unit not in store.verified_plan(record).units():
-                continue
-            status = store.status(plan_id, record)
+            units = frozenset(store.verified_plan(record).units())
+            self.entries[plan_id] = (units, store.status(plan_id, record))
+            self.unreadable.pop(plan_id, None)
         except PlanError as exc:
+            self.entries.pop(plan_id, None)
+            self.unreadable[plan_id] = exc.message
+
+    def history(self, unit: str, skip: str = "") -> UnitHistory:
+        """``unit``'s history (``skip``: the plan asked about)."""
+        bad = sorted(p for p in self.unreadable if p != skip)
+        if bad:
             # Fail closed: a plan that cannot be read may be the fix that did not hold.
-            raise UnreadableHistory(f"plan {plan_id} cannot be read: {exc.message}") from exc
-        state = status.state
-        if state in IN_FLIGHT and (in_flight is None or plan_id > in_flight):
-            in_flight = plan_id
-        if (state is PlanState.VERIFIED or state in NOT_FIXED) and status.history:
-            ends.append((status.history[-1].at, plan_id, state))  # newest by when it ended
-        if status.approved_by_rule:
-            approved = [t.at for t in status.history if t.state is PlanState.APPROVED]
-            by_rule.setdefault(status.approved_by_rule, []).extend(approved[-1:])
-    last = max(ends)[1:] if ends else None
-    return UnitHistory(in_flight, last, {rule: tuple(at) for rule, at in by_rule.items()})
+            raise UnreadableHistory(f"plan {bad[0]} cannot be read: {self.unreadable[bad[0]]}")
+        in_flight: str | None = None
+        ends: list[tuple[datetime, str, PlanState]] = []
+        by_rule: dict[str, list[datetime]] = {}
+        for plan_id, (units, status) in self.entries.items():
+            if plan_id == skip or unit not in units:
+                continue
+            state = status.state
+            if state in IN_FLIGHT and (in_flight is None or plan_id > in_flight):
+                in_flight = plan_id
+            if (state is PlanState.VERIFIED or state in NOT_FIXED) and status.history:
+                ends.append((status.history[-1].at, plan_id, state))  # newest by its end
+            if status.approved_by_rule:
+                approved = [t.at for t in status.history if t.state is PlanState.APPROVED]
+                by_rule.setdefault(status.approved_by_rule, []).extend(approved[-1:])
+        last = max(ends)[1:] if ends else None
+        return UnitHistory(in_flight, last, {rule: tuple(at) for rule, at in by_rule.items()})
+
+
+def unit_history(store: PlanStore, unit: str, skip: str = "") -> UnitHistory:
+    """``unit``'s history in ``store`` (every retained plan; ``skip`` the one asked about)."""
+    return StoreIndex.read(store).history(unit, skip)
 
 
 class UnreadableHistory(PlanError):
@@ -169,9 +200,14 @@ def _refusal(
         if step.tool not in rule.tools:
             return f"{step.tool} is not one of its tools ({', '.join(rule.tools)})"
         if not any(fnmatch.fnmatchcase(unit, pattern) for pattern in rule.units):
-            return f"{unit} is not one of its units ({', '.join(rule.units)})"
+            shown = ", ".join(rule.units[:4]) + (", ..." if len(rule.units) > 4 else "")
+            return f"{unit} is not one of its units ({shown})"
         if not policy.allows(step.tool, unit):
             return f"{unit} is not in [executor.allow] {step.tool}"
+        if step.expect is None:
+            # Unattended, a step runs only against the state diagnosis saw: the executor
+            # checks its precondition live (a unit back by itself meanwhile: STALE).
+            return f"its step on {unit} has no precondition (expect) to check before it runs"
     if rule.causes:
         result = plan.symptom.result if plan.symptom else None
         if result not in rule.causes:
@@ -224,6 +260,7 @@ __all__ = [
     "ForHumans",
     "Refused",
     "RuleApproves",
+    "StoreIndex",
     "UnitHistory",
     "UnreadableHistory",
     "decide",

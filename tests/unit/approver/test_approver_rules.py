@@ -42,6 +42,15 @@ RESTARTS = {
 }
 
 
+#: The precondition diagnosis writes for a unit it found failed (a rule needs one).
+DOWN = {"active_state": ["failed"]}
+
+
+def submit(b: Bench, unit: str) -> PlanRecord:
+    """A restart of ``unit``, found failed, as diagnosis submits it now."""
+    return b.submit(submitted(b.store, plan_of(step("restart_unit", unit, expect=DOWN)), b.clock()))
+
+
 def config(*rules: dict[str, object]) -> OpsbotConfig:
     return OpsbotConfig.model_validate(
         {
@@ -103,7 +112,7 @@ def test_an_enforce_rule_writes_the_approval_a_human_would_in_the_rules_name(
     to the plan's sha256, names the rule and the rule's sha256 and no approver, and holds
     ten minutes; the plan is APPROVED by the rule; the apply was started."""
     b = enforcing
-    record = b.submit(unit="nginx.service")
+    record = submit(b, "nginx.service")
     [decided] = rules(b).decided
     assert (decided.plan_id, decided.outcome, decided.rule) == (
         record.plan_id,
@@ -132,7 +141,7 @@ def test_the_approvers_are_told_once_with_no_link_to_click(enforcing: Bench) -> 
     """The next announce carries no link for the plan the rule approved, and a notice for
     every approver of what was approved, by which rule, and why; the one after, none."""
     b = enforcing
-    record = b.submit(unit="nginx.service")
+    record = submit(b, "nginx.service")
     rules(b)
     announced = b.announce()
     assert announced.notices == []
@@ -151,7 +160,7 @@ def test_announce_asks_the_rules_first_so_no_link_goes_out_for_a_plan_a_rule_app
 ) -> None:
     """opsbot-notify may run before opsbot-rules: the approver asks the rules first."""
     b = enforcing
-    b.submit(unit="nginx.service")
+    submit(b, "nginx.service")
     announced = b.announce()
     assert announced.notices == [] and len(announced.ruled) == 1
 
@@ -163,7 +172,7 @@ def test_a_shadow_rule_records_what_it_would_approve_and_the_plan_waits_for_a_hu
     report counts it as one the rule would have approved, and, once a human approved it
     and it held, how it ended."""
     b = shadowing
-    record = b.submit(unit="nginx.service")
+    record = submit(b, "nginx.service")
     [decided] = rules(b).decided
     assert (decided.outcome, decided.rule) == ("would approve", "night-restarts")
     assert not approval_path(b.approvals_dir, record.plan_id).exists()
@@ -200,7 +209,7 @@ def test_a_paused_policy_approves_nothing_until_resumed(enforcing: Bench) -> Non
     is paused and by whom; after `resume`, a new plan is approved again."""
     b = enforcing
     assert switch(b, True).pause.by == "carol"
-    paused = b.submit(unit="nginx.service")
+    paused = submit(b, "nginx.service")
     [decided] = rules(b).decided
     assert decided.outcome == "for humans"
     assert decided.refused == ["the policy is paused (by carol; `opsbot policy resume`)"]
@@ -209,7 +218,9 @@ def test_a_paused_policy_approves_nothing_until_resumed(enforcing: Bench) -> Non
     switch(b, False)
     b.clock.advance(1)
     fresh = b.submit(
-        submitted(b.store, plan_of(step("restart_unit", "worker@1.service")), b.clock())
+        submitted(
+            b.store, plan_of(step("restart_unit", "worker@1.service", expect=DOWN)), b.clock()
+        )
     )
     [again] = rules(b).decided
     assert (again.plan_id, again.outcome) == (fresh.plan_id, "approved")
@@ -222,7 +233,7 @@ def test_a_plan_changed_after_the_rule_read_it_is_not_approved(
     the approval is bound to the sha256 the rule read, so nothing is approved and the
     plan waits for a human."""
     b = enforcing
-    record = b.submit(unit="nginx.service")
+    record = submit(b, "nginx.service")
     import approver_svc.rules as rules_module
 
     real = rules_module.recent_errors
@@ -244,7 +255,7 @@ def test_a_flood_of_plans_for_one_unit_gets_one_approval(enforcing: Bench) -> No
     b = enforcing
     records = []
     for n in range(30):
-        plan = plan_of(step("restart_unit", "worker@1.service"), goal=f"try {n}")
+        plan = plan_of(step("restart_unit", "worker@1.service", expect=DOWN), goal=f"try {n}")
         records.append(b.submit(submitted(b.store, plan, b.clock())))
         b.clock.advance(1)
     decided = rules(b).decided
@@ -258,7 +269,7 @@ def test_a_rule_stops_at_its_limit_however_well_its_fixes_held(enforcing: Bench)
     waits for a human."""
     b = enforcing
     for n in range(3):
-        plan = plan_of(step("restart_unit", "nginx.service"), goal=f"restart {n}")
+        plan = plan_of(step("restart_unit", "nginx.service", expect=DOWN), goal=f"restart {n}")
         record = b.submit(submitted(b.store, plan, b.clock()))
         [decided] = rules(b).decided
         if n < 2:
@@ -273,7 +284,7 @@ def test_a_rule_stops_at_its_limit_however_well_its_fixes_held(enforcing: Bench)
 def test_a_relay_may_not_ask_the_rules_nor_pause_them(enforcing: Bench) -> None:
     """opsbot-notify's and opsbot-web's uids ask what they may, never root's requests."""
     b = enforcing
-    b.submit(unit="nginx.service")
+    submit(b, "nginx.service")
     for path in (b.notify_socket, b.web_socket):
         for request in (ApplyRules(), PolicySwitch(paused=False, by="x"), PolicyReport()):
             reply = b.ask(path, request)
@@ -289,7 +300,11 @@ def test_the_record_is_bounded_and_what_was_dropped_is_counted(
     monkeypatch.setattr(approver_state, "MAX_RULE_RECORDS", 5)
     b = shadowing
     for n in range(8):
-        b.submit(submitted(b.store, plan_of(step("restart_unit", f"app{n}.service")), b.clock()))
+        b.submit(
+            submitted(
+                b.store, plan_of(step("restart_unit", f"app{n}.service", expect=DOWN)), b.clock()
+            )
+        )
         b.clock.advance(1)
     rules(b)
     shown = report(b)
@@ -300,13 +315,13 @@ def test_a_stale_status_record_is_not_a_verdict(enforcing: Bench) -> None:
     """(Guard of the suspension through the approver) the last restart of nginx ended
     UNRESOLVED: the next plan waits for a human."""
     b = enforcing
-    first = b.submit(unit="nginx.service")
+    first = submit(b, "nginx.service")
     rules(b)
     status: StatusRecord = b.store.status(first.plan_id)
     assert status.state is PlanState.APPROVED
     ended(b, first, PlanState.UNRESOLVED, timedelta(minutes=2))
     b.clock.advance(31 * 60)
-    plan = plan_of(step("restart_unit", "nginx.service"), goal="again")
+    plan = plan_of(step("restart_unit", "nginx.service", expect=DOWN), goal="again")
     b.submit(submitted(b.store, plan, b.clock()))
     [decided] = rules(b).decided
     assert decided.outcome == "for humans"
@@ -319,7 +334,7 @@ def test_erasing_the_rule_from_the_statuses_does_not_reset_its_limit(enforcing: 
     restart of nginx in 24h still waits for a human."""
     b = enforcing
     for n in range(3):
-        plan = plan_of(step("restart_unit", "nginx.service"), goal=f"restart {n}")
+        plan = plan_of(step("restart_unit", "nginx.service", expect=DOWN), goal=f"restart {n}")
         record = b.submit(submitted(b.store, plan, b.clock()))
         [decided] = rules(b).decided
         if n == 2:
@@ -340,11 +355,15 @@ def test_a_flood_of_other_plans_does_not_push_an_approval_out_of_the_record(
     names: the approval is what the record keeps."""
     monkeypatch.setattr(approver_state, "MAX_RULE_RECORDS", 5)
     b = enforcing
-    first = b.submit(unit="nginx.service")
+    first = submit(b, "nginx.service")
     rules(b)
     for n in range(10):
         b.clock.advance(1)
-        b.submit(submitted(b.store, plan_of(step("restart_unit", f"app{n}.service")), b.clock()))
+        b.submit(
+            submitted(
+                b.store, plan_of(step("restart_unit", f"app{n}.service", expect=DOWN)), b.clock()
+            )
+        )
     rules(b)
     shown = report(b)
     assert (shown.records, shown.dropped) == (5, 6)
@@ -357,7 +376,7 @@ def test_root_renewing_a_rules_approval_makes_it_roots(enforcing: Bench) -> None
     import plans
 
     b = enforcing
-    record = b.submit(unit="nginx.service")
+    record = submit(b, "nginx.service")
     rules(b)
     plans.approve(
         b.store,
@@ -373,3 +392,99 @@ def test_root_renewing_a_rules_approval_makes_it_roots(enforcing: Bench) -> None
     assert (status.approved_by, status.approved_by_rule, status.rule_sha256) == ("root", "", "")
     approval = json.loads(approval_path(b.approvals_dir, record.plan_id).read_bytes())
     assert approval["approver"] == "root" and "approved_by_rule" not in approval
+
+
+def test_a_rule_of_many_units_still_records_and_tells(
+    tmp_path: Path, store: PlanStore, approvals_dir: Path
+) -> None:
+    """A rule naming 64 units refuses a plan for one it lacks with a reason that lists a
+    few of them, not all: the record holds it, and the next plan it names is approved,
+    recorded and told."""
+    many = {
+        **RESTARTS,
+        "mode": "enforce",
+        "units": [f"unit-{n:03d}-{'x' * 60}.service" for n in range(63)] + ["nginx.service"],
+    }
+    with bench(tmp_path, store, approvals_dir, config=config(many)) as b:
+        submit(b, "app.service")
+        b.clock.advance(1)
+        approved = submit(b, "nginx.service")
+        outcomes = [(d.plan_id, d.outcome) for d in rules(b).decided]
+        assert outcomes[-1] == (approved.plan_id, "approved")
+        assert outcomes[0][1] == "for humans"
+        [told] = b.announce().ruled
+        assert told.plan.plan_id == approved.plan_id
+
+
+def test_a_status_that_cannot_be_written_leaves_no_approval(
+    enforcing: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store refuses the APPROVED status (a full disk): the approval file the rule
+    wrote is removed, so nothing runs on an approval no status and no count knows."""
+    from shared_io.errors import StoreError
+
+    b = enforcing
+    record = submit(b, "nginx.service")
+
+    def full(status: object) -> None:
+        raise StoreError("no space left on device")
+
+    monkeypatch.setattr(b.store, "save_status", full)
+    [decided] = rules(b).decided
+    assert decided.outcome == "failed"
+    assert "no space left on device" in decided.refused[0]
+    assert not approval_path(b.approvals_dir, record.plan_id).exists()
+
+
+def test_the_rules_history_never_takes_the_state_past_its_bytes(
+    shadowing: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the state file bounded to 64 KiB, 300 plans the rules refused: the file stays
+    under the bound (the oldest records dropped, counted) and the approver still answers."""
+    monkeypatch.setattr(approver_state, "MAX_STATE_BYTES", 64 * 1024)
+    b = shadowing
+    for n in range(300):
+        b.submit(submitted(b.store, plan_of(step("restart_unit", f"app{n}.service")), b.clock()))
+        b.clock.advance(1)
+    while rules(b).decided:
+        pass
+    assert len(b.state_bytes()) <= 64 * 1024
+    shown = report(b)
+    assert shown.dropped > 0 and shown.records + shown.dropped == 300
+
+
+def test_a_plan_the_journal_does_not_vouch_for_yet_is_asked_about_again(
+    enforcing: Bench,
+) -> None:
+    """The rules run before journald has the executor's plan.accepted entry: nothing is
+    approved or recorded; once the entry is there, the next run approves it."""
+    b = enforcing
+    record = submitted(
+        b.store, plan_of(step("restart_unit", "nginx.service", expect=DOWN)), b.clock()
+    )
+    assert rules(b).decided == []
+    assert not approval_path(b.approvals_dir, record.plan_id).exists()
+    b.submit(record)  # the journal entry arrives
+    [decided] = rules(b).decided
+    assert (decided.plan_id, decided.outcome) == (record.plan_id, "approved")
+
+
+def test_a_plan_stored_while_the_trigger_runs_is_decided_in_that_run(enforcing: Bench) -> None:
+    """systemd merges a plan stored during a run of opsbot-rules.service into that run:
+    the run looks once more after a quiet second, so the plan stored meanwhile is decided
+    by it, not a minute later by the timer."""
+    from approver_svc import trigger
+
+    b = enforcing
+    first = submit(b, "nginx.service")
+    later: list[PlanRecord] = []
+
+    def meanwhile(seconds: float) -> None:
+        assert seconds == trigger.QUIET_SECONDS
+        if not later:
+            b.clock.advance(1)
+            later.append(submit(b, "worker@1.service"))
+
+    assert trigger.apply_rules(b.root_socket, sleep=meanwhile) == 0
+    for record in (first, later[0]):
+        assert b.store.status(record.plan_id).state is PlanState.APPROVED

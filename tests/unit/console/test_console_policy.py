@@ -31,6 +31,9 @@ tools = ["restart_unit", "start_unit"]
 units = ["db.service"]
 """
 
+#: The precondition diagnosis writes for a unit it found failed (a rule needs one).
+DOWN = {"active_state": ["failed"]}
+
 
 @pytest.fixture
 def env(
@@ -75,10 +78,12 @@ def test_test_names_the_rule_that_would_approve_and_why_the_others_would_not(
 ) -> None:
     """A restart of worker@1 waits: the workers rule would approve it (exit 0); a
     restart of app.service is for a human (exit 3), with each rule's reason."""
-    worker = submitted(store, plan_of(step("restart_unit", "worker@1.service")), utcnow())
+    worker = submitted(
+        store, plan_of(step("restart_unit", "worker@1.service", expect=DOWN)), utcnow()
+    )
     assert main(["policy", "test", worker.plan_id]) == 0
     assert "rule workers (shadow) would approve it" in capsys.readouterr().out
-    app = submitted(store, plan_of(step("restart_unit", "app.service")), utcnow())
+    app = submitted(store, plan_of(step("restart_unit", "app.service", expect=DOWN)), utcnow())
     assert main(["policy", "test", app.plan_id, "--json"]) == 3
     said = json.loads(capsys.readouterr().out)
     assert said["rule"] is None
@@ -96,12 +101,12 @@ def test_test_explains_a_suspension_in_100_columns(
     now = utcnow()
     last = submitted(
         store,
-        plan_of(step("restart_unit", "worker@1.service"), goal="before"),
+        plan_of(step("restart_unit", "worker@1.service", expect=DOWN), goal="before"),
         now - timedelta(hours=1),
     )
     ended = [Transition(state=PlanState.UNRESOLVED, at=now - timedelta(minutes=50), by="t")]
     store.save_status(StatusRecord(plan_id=last.plan_id, state=PlanState.UNRESOLVED, history=ended))
-    plan = submitted(store, plan_of(step("restart_unit", "worker@1.service")), now)
+    plan = submitted(store, plan_of(step("restart_unit", "worker@1.service", expect=DOWN)), now)
     assert main(["policy", "test", plan.plan_id]) == 3
     out = capsys.readouterr().out
     assert max(len(line) for line in out.splitlines()) <= 100

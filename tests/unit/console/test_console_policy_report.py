@@ -87,7 +87,13 @@ def rules(b: Bench) -> RulesApplied:
 
 
 def propose(b: Bench, unit: str, goal: str = "restart it") -> str:
-    record = b.submit(submitted(b.store, plan_of(step("restart_unit", unit), goal=goal), b.clock()))
+    record = b.submit(
+        submitted(
+            b.store,
+            plan_of(step("restart_unit", unit, expect={"active_state": ["failed"]}), goal=goal),
+            b.clock(),
+        )
+    )
     b.clock.advance(1)
     return record.plan_id
 

@@ -17,6 +17,8 @@ from shared_schema import ExecutorPolicy, OpsbotConfig, Plan, PlanState, StepRec
 from shared_schema.standing import ApproveRule
 from tests.unit.plans.helpers import NOW, POLICY, plan_of, step, submitted
 
+#: The precondition diagnosis writes for a unit it found failed (a rule needs one).
+DOWN = {"active_state": ["failed"]}
 NIGHT = ApproveRule(name="night-restarts", tools=["restart_unit"], units=["worker@*.service"])
 
 
@@ -62,7 +64,9 @@ def reasons(decision: RuleApproves | ForHumans) -> list[str]:
     return [refused.reason for refused in decision.refused]
 
 
-WORKER = plan_of(step("restart_unit", "worker@1.service"), goal="bring the worker back")
+WORKER = plan_of(
+    step("restart_unit", "worker@1.service", expect=DOWN), goal="bring the worker back"
+)
 
 
 def test_a_rule_approves_a_restart_of_a_unit_its_glob_and_the_allowlist_both_hold(
@@ -76,7 +80,7 @@ def test_a_rule_approves_a_restart_of_a_unit_its_glob_and_the_allowlist_both_hol
 def test_a_tool_the_rule_does_not_name_goes_to_a_human(store: PlanStore) -> None:
     """A stop is not a restart: the rule names restart_unit only, and there is no
     wildcard for tools, so the stop waits for a human with the reason."""
-    stop = plan_of(step("stop_unit", "worker@1.service"))
+    stop = plan_of(step("stop_unit", "worker@1.service", expect=DOWN))
     assert reasons(ask(store, stop)) == ["stop_unit is not one of its tools (restart_unit)"]
 
 
@@ -85,7 +89,7 @@ def test_a_unit_the_glob_matches_but_the_allowlist_lacks_goes_to_a_human(
 ) -> None:
     """worker@2.service matches the rule's glob but [executor.allow] has only
     worker@1: a rule never reaches past the allowlist."""
-    other = plan_of(step("restart_unit", "worker@2.service"))
+    other = plan_of(step("restart_unit", "worker@2.service", expect=DOWN))
     assert reasons(ask(store, other)) == [
         "worker@2.service is not in [executor.allow] restart_unit"
     ]
@@ -93,7 +97,10 @@ def test_a_unit_the_glob_matches_but_the_allowlist_lacks_goes_to_a_human(
 
 def test_every_step_must_be_the_rules(store: PlanStore) -> None:
     """A plan of two steps, one of a unit the rule does not name: not approved."""
-    both = plan_of(step("restart_unit", "worker@1.service"), step("restart_unit", "app.service"))
+    both = plan_of(
+        step("restart_unit", "worker@1.service", expect=DOWN),
+        step("restart_unit", "app.service", expect=DOWN),
+    )
     assert reasons(ask(store, both)) == ["app.service is not one of its units (worker@*.service)"]
 
 
@@ -117,7 +124,9 @@ def test_a_fix_that_did_not_hold_suspends_the_rule_until_a_human_fix_holds(
         f"the last plan that ran on worker@1.service, {failed}, ended UNRESOLVED: rules are "
         "suspended for it until a plan a human approves ends VERIFIED"
     ]
-    again = plan_of(step("restart_unit", "worker@1.service"), goal="a human's second try")
+    again = plan_of(
+        step("restart_unit", "worker@1.service", expect=DOWN), goal="a human's second try"
+    )
     ended(store, again, PlanState.VERIFIED, NOW - timedelta(hours=2))
     assert ask(store, WORKER) == RuleApproves(NIGHT)
 
@@ -153,7 +162,9 @@ def test_a_rule_stops_at_its_limit(store: PlanStore) -> None:
 
 def approved_by_rule(store: PlanStore, rule: ApproveRule, at: datetime) -> None:
     """A plan of worker@1 that ``rule`` approved at ``at`` and that ended VERIFIED."""
-    record = submitted(store, plan_of(step("restart_unit", "worker@1.service"), goal=f"{at}"), at)
+    record = submitted(
+        store, plan_of(step("restart_unit", "worker@1.service", expect=DOWN), goal=f"{at}"), at
+    )
     history = [
         Transition(state=PlanState.APPROVED, at=at, by=f"rule {rule.name}"),
         Transition(state=PlanState.VERIFIED, at=at + timedelta(minutes=1), by="opsbot-verify"),
@@ -173,7 +184,9 @@ def test_never_past_the_restart_budget(store: PlanStore) -> None:
     does not approve a fourth restart, whatever its own limit."""
     for minutes in (25, 15, 5):
         at = NOW - timedelta(minutes=minutes)
-        restart = plan_of(step("restart_unit", "worker@1.service"), goal=f"restart {minutes}")
+        restart = plan_of(
+            step("restart_unit", "worker@1.service", expect=DOWN), goal=f"restart {minutes}"
+        )
         status = store.status(ended(store, restart, PlanState.VERIFIED, at))
         ran = StepRecord(
             index=0,
@@ -290,7 +303,7 @@ def test_the_last_fix_is_the_one_that_ended_last_not_the_one_proposed_last(
     is suspended."""
     older = submitted(
         store,
-        plan_of(step("restart_unit", "worker@1.service"), goal="older"),
+        plan_of(step("restart_unit", "worker@1.service", expect=DOWN), goal="older"),
         NOW - timedelta(hours=5),
     )
     newer = submitted(
@@ -341,3 +354,12 @@ def test_a_cause_systemd_never_says_is_a_typo_in_the_rule() -> None:
     """causes = ["sigkill"]: not one of systemd's Result= values; the config says so."""
     with pytest.raises(ValidationError, match="signal"):
         ApproveRule.model_validate({**NIGHT.model_dump(), "causes": ["sigkill"]})
+
+
+def test_a_step_without_a_precondition_waits_for_a_human(store: PlanStore) -> None:
+    """Unattended, a restart runs only against the state diagnosis saw: a plan whose step
+    carries no expect (which the executor would check live) is not a rule's to approve."""
+    bare = plan_of(step("restart_unit", "worker@1.service"))
+    assert reasons(ask(store, bare)) == [
+        "its step on worker@1.service has no precondition (expect) to check before it runs"
+    ]
