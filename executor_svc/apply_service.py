@@ -16,6 +16,7 @@ import os
 import pwd
 import sys
 from datetime import timedelta
+from pathlib import Path
 
 import structlog
 
@@ -37,7 +38,17 @@ def apply_plans(paths: Paths, *, actor: str) -> list[Outcome]:
     store = PlanStore(paths.state_dir)
     store.ensure()
     applier = Applier(store, paths.approvals_dir, config.executor, actor=actor, now=utcnow)
+    seen = _approvals(paths.approvals_dir)
     outcomes = applier.apply_all()
+    for _ in range(MAX_ROUNDS - 1):
+        # An approval written while this run went on starts no second run (systemd merges
+        # the path unit's start into this one): it is applied now, not by the timer.
+        now_there = _approvals(paths.approvals_dir)
+        if now_there <= seen:
+            break
+        seen |= now_there
+        again = {o.plan_id: o for o in [*outcomes, *applier.apply_all()]}  # the last word
+        outcomes = list(again.values())
     now = utcnow()
     # An apply killed between APPLIED and its marker: the plan is marked here, at the
     # next run (the timer's, within a minute), so it is still verified.
@@ -46,6 +57,23 @@ def apply_plans(paths: Paths, *, actor: str) -> list[Outcome]:
         log.warning("plan.marked_again", plan_id=plan_id, reason="APPLIED without its marker")
     retire(store, config.executor.retention_days)
     return outcomes
+
+
+#: Runs of the store per start at most (approvals that keep coming wait for the next).
+MAX_ROUNDS = 5
+
+
+def _approvals(approvals_dir: Path) -> set[tuple[str, int]]:
+    """The approval files there now, each with its mtime (a renewed one is new)."""
+    try:
+        with os.scandir(approvals_dir) as entries:
+            return {
+                (e.name, e.stat(follow_symlinks=False).st_mtime_ns)
+                for e in entries
+                if e.name.endswith(".approval")
+            }
+    except OSError:
+        return set()
 
 
 def retire(store: PlanStore, retention_days: int) -> None:

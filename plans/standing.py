@@ -29,12 +29,13 @@ change the decision, only what is done with it (shadow: recorded, never written)
 from __future__ import annotations
 
 import fnmatch
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from plans.errors import PlanError
-from plans.records import StatusRecord
+from plans.records import PlanRecord, StatusRecord
 from plans.store import PlanStore
 from plans.verification import history_errors
 from plans.windows import Analyzer, systemd_analyze, window_state
@@ -93,7 +94,9 @@ class StoreIndex:
     kept by id with why: every history fails closed while there is one."""
 
     entries: dict[str, tuple[frozenset[str], StatusRecord]] = field(default_factory=dict)
-    unreadable: dict[str, str] = field(default_factory=dict)
+    #: plan id -> (why it cannot be read, the units its stored text names: empty where
+    #: even that cannot be read, and then it keeps every unit back).
+    unreadable: dict[str, tuple[str, frozenset[str]]] = field(default_factory=dict)
 
     @classmethod
     def read(cls, store: PlanStore) -> StoreIndex:
@@ -104,6 +107,7 @@ class StoreIndex:
 
     def reread(self, store: PlanStore, plan_id: str) -> None:
         """Read ``plan_id`` again (after a rule approved it)."""
+        record = None
         try:
             record = store.load(plan_id)
             units = frozenset(store.verified_plan(record).units())
@@ -111,14 +115,20 @@ class StoreIndex:
             self.unreadable.pop(plan_id, None)
         except PlanError as exc:
             self.entries.pop(plan_id, None)
-            self.unreadable[plan_id] = exc.message
+            self.unreadable[plan_id] = (exc.message, _named_units(record))
 
     def history(self, unit: str, skip: str = "") -> UnitHistory:
         """``unit``'s history (``skip``: the plan asked about)."""
-        bad = sorted(p for p in self.unreadable if p != skip)
+        bad = sorted(
+            plan_id
+            for plan_id, (_, units) in self.unreadable.items()
+            if plan_id != skip and (not units or unit in units)
+        )
         if bad:
-            # Fail closed: a plan that cannot be read may be the fix that did not hold.
-            raise UnreadableHistory(f"plan {bad[0]} cannot be read: {self.unreadable[bad[0]]}")
+            # Fail closed: a plan of the unit that cannot be read may be the fix that did
+            # not hold (one that names no unit readably may be of any).
+            why = self.unreadable[bad[0]][0]
+            raise UnreadableHistory(f"plan {bad[0]} cannot be read: {why}")
         in_flight: str | None = None
         ends: list[tuple[datetime, str, PlanState]] = []
         by_rule: dict[str, list[datetime]] = {}
@@ -135,6 +145,22 @@ class StoreIndex:
                 by_rule.setdefault(status.approved_by_rule, []).extend(approved[-1:])
         last = max(ends)[1:] if ends else None
         return UnitHistory(in_flight, last, {rule: tuple(at) for rule, at in by_rule.items()})
+
+
+def _named_units(record: PlanRecord | None) -> frozenset[str]:
+    """The units a stored plan's text names, read without trusting it (its bytes no longer
+    verify); none where it cannot be read at all."""
+    if record is None:
+        return frozenset()
+    try:
+        steps = json.loads(record.plan).get("steps")
+        return frozenset(
+            step["args"]["unit"]
+            for step in steps
+            if isinstance(step, dict) and isinstance(step.get("args", {}).get("unit"), str)
+        )
+    except (ValueError, AttributeError, TypeError, KeyError):
+        return frozenset()
 
 
 def unit_history(store: PlanStore, unit: str, skip: str = "") -> UnitHistory:

@@ -330,6 +330,20 @@ def test_a_plan_of_the_unit_that_cannot_be_read_keeps_rules_out(store: PlanStore
     assert "history cannot be read" in reason and past in reason
 
 
+def test_a_damaged_plan_of_another_unit_keeps_only_that_unit_back(store: PlanStore) -> None:
+    """An edited plan of app.service keeps rules back for app.service only: worker@1's
+    restart is still the rule's; a plan whose text names no unit readably keeps back all."""
+    from tests.unit.plans.helpers import edit_record
+
+    other = plan_of(step("restart_unit", "app.service", expect=DOWN), goal="bring app back")
+    past = ended(store, other, PlanState.VERIFIED, NOW - timedelta(hours=1))
+    edit_record(store, past, plan=store.load(past).plan.replace("bring", "break"))
+    assert ask(store, WORKER) == RuleApproves(NIGHT)
+    edit_record(store, past, plan="not json")
+    [reason] = reasons(ask(store, WORKER))
+    assert "history cannot be read" in reason and past in reason
+
+
 def test_a_rule_narrowed_to_kills_approves_only_a_plan_whose_unit_was_killed(
     store: PlanStore,
 ) -> None:
