@@ -1,5 +1,7 @@
 """What one approver is told about one plan: a short plain text (email, Slack, ntfy),
-the same facts as a JSON document (the generic webhook), and a subject line.
+the same facts as a JSON document (the generic webhook), the same again as a
+:class:`Card` for the chats that draw one (Slack's blocks, a Teams Adaptive Card), and a
+subject line.
 
 The text, for a plan with one step::
 
@@ -73,6 +75,45 @@ def shell_fallback(plan: PlanView) -> str:
     return f"sudo opsbot approve {plan.plan_id} --sha256 {plan.sha256[:SHA_PREFIX]}"
 
 
+#: The two buttons of a card: each only opens the page, where a person types a code.
+APPROVE_LABEL = "Review and approve"
+REJECT_LABEL = "Reject"
+
+
+@dataclass(frozen=True)
+class Button:
+    """A link drawn as a button; ``decision`` picks its colour."""
+
+    label: str
+    url: str
+    decision: Decision
+
+
+@dataclass(frozen=True)
+class Item:
+    """One plan of a digest: its lines, and its two buttons (none without the page)."""
+
+    text: str
+    buttons: tuple[Button, ...] = ()
+
+
+@dataclass(frozen=True)
+class Card:
+    """The message as a chat draws it: a title, labelled facts, the goal, each step (its
+    argv as shell words), why, the buttons, a digest's plans, and lines under them. Every
+    value is already :func:`clean`; each chat escapes it for its markup and cuts it to its
+    own limits."""
+
+    title: str
+    facts: tuple[tuple[str, str], ...] = ()
+    goal: str = ""
+    steps: tuple[str, ...] = ()
+    why: tuple[str, ...] = ()
+    buttons: tuple[Button, ...] = ()
+    items: tuple[Item, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class Message:
     """One approver's message about one plan."""
@@ -86,6 +127,8 @@ class Message:
     reject_url: str | None
     #: The generic webhook's JSON body.
     document: dict[str, Any]
+    #: The chats' card (Slack, Teams).
+    card: Card
 
 
 def _link(links: list[Link], approver: str, decision: Decision) -> Link | None:
@@ -117,16 +160,21 @@ def render(notice: Notice, approver: str, link_base: str | None) -> Message:
     lines = [subject(plan), f"Goal: {clean(plan.goal)}"]
     if plan.attempt:
         lines.append(f"This is the {clean(plan.attempt)}.")
+    steps: list[str] = []
     for number, step in enumerate(plan.steps[:MAX_STEPS], start=1):
-        lines.append(f"Step {number}: {clean(shlex.join(step.argv))}")
+        steps.append(f"Step {number}: {clean(shlex.join(step.argv))}")
         condition = "; ".join(step.precondition) or "none"
-        lines.append(f"  precondition: {clean(condition)}")
+        steps.append(f"  precondition: {clean(condition)}")
     if len(plan.steps) > MAX_STEPS:
-        lines.append(f"... and {len(plan.steps) - MAX_STEPS} more steps (the page shows all)")
+        steps.append(f"... and {len(plan.steps) - MAX_STEPS} more steps (the page shows all)")
+    lines.extend(steps)
     evidence = [clean(e) for e in plan.evidence[:MAX_EVIDENCE_LINES]] or ["(none recorded)"]
     lines.append(f"Evidence: {evidence[0]}")
     lines.extend(f"          {more}" for more in evidence[1:])
-    lines.append(f"sha256: {prefix}   runs: {clean(plan.runs or 'at once', 100)}")
+    runs = clean(plan.runs or "at once", 100)
+    lines.append(f"sha256: {prefix}   runs: {runs}")
+    buttons: tuple[Button, ...] = ()
+    expires = f"plan {when(plan.plan_expires_at)}"
     if approve_url and reject_url and approve and reject:
         lines.append(f"Approve ({approver}): {approve_url}  confirm {approve.confirm}")
         lines.append(f"Reject ({approver}):  {reject_url}  confirm {reject.confirm}")
@@ -136,10 +184,35 @@ def render(notice: Notice, approver: str, link_base: str | None) -> Message:
         lines.append(
             f"Links expire {when(links_expire)}; the plan expires {when(plan.plan_expires_at)}."
         )
+        expires = f"links {when(links_expire)}, {expires}"
+        buttons = (
+            Button(APPROVE_LABEL, approve_url, "approve"),
+            Button(REJECT_LABEL, reject_url, "reject"),
+        )
+        note = (
+            f"Confirmation for {approver}: {approve.confirm} to approve, {reject.confirm} to "
+            "reject. Type it with your code on the page a button opens: the page never sees it."
+        )
     else:
-        lines.append("The approval page is not configured ([notify] link_base).")
+        note = "The approval page is not configured ([notify] link_base)."
+        lines.append(note)
         lines.append(f"The plan expires {when(plan.plan_expires_at)}.")
     lines.append(f"On the host: {fallback}")
+    card = Card(
+        title=subject(plan),
+        facts=(
+            ("Host", clean(plan.host)),
+            ("Units", clean(", ".join(plan.units) or "no unit")),
+            ("Runs", runs),
+            ("Expires", expires),
+            ("sha256", prefix),
+        ),
+        goal=clean(plan.goal) + (f" (this is the {clean(plan.attempt)})" if plan.attempt else ""),
+        steps=tuple(steps),
+        why=tuple(evidence),
+        buttons=buttons,
+        notes=(note, f"On the host: {fallback}"),
+    )
 
     document: dict[str, Any] = {
         "event": "plan.proposed",
@@ -180,6 +253,7 @@ def render(notice: Notice, approver: str, link_base: str | None) -> Message:
         approve_url=approve_url,
         reject_url=reject_url,
         document=document,
+        card=card,
     )
 
 
@@ -196,12 +270,15 @@ def render_digest(notices: list[Notice], approver: str, link_base: str | None) -
     head = clean(f"opsbot: {len(plans)} plans on {', '.join(hosts)} wait for approval", 200)
     lines = [head]
     items: list[dict[str, Any]] = []
+    shown: list[Item] = []
     for notice in notices:
         plan = notice.plan
         approve = _link(notice.links, approver, "approve")
         reject = _link(notice.links, approver, "reject")
         units = ", ".join(plan.units) or "no unit"
-        lines.append(f"- {plan.plan_id} ({clean(units, 100)}): {clean(plan.goal, 120)}")
+        summary = f"{plan.plan_id} ({clean(units, 100)}): {clean(plan.goal, 120)}"
+        lines.append(f"- {summary}")
+        buttons: tuple[Button, ...] = ()
         item: dict[str, Any] = {
             "plan_id": plan.plan_id,
             "sha256": plan.sha256,
@@ -221,9 +298,16 @@ def render_digest(notices: list[Notice], approver: str, link_base: str | None) -
                 reject_url=reject_url,
                 reject_confirm=reject.confirm,
             )
+            buttons = (
+                Button(APPROVE_LABEL, approve_url, "approve"),
+                Button(REJECT_LABEL, reject_url, "reject"),
+            )
+            after = f"confirm {approve.confirm} to approve, {reject.confirm} to reject"
         else:
-            lines.append(f"  on the host: {shell_fallback(plan)}")
+            after = f"on the host: {shell_fallback(plan)}"
+            lines.append(f"  {after}")
         items.append(item)
+        shown.append(Item(f"{summary}\n{after}", buttons))
     lines.append(
         "Type the confirmation beside the link you open with your code: the page never "
         "sees it. So many plans at once may mean a diagnosis gone wrong: `opsbot plans` "
@@ -243,6 +327,7 @@ def render_digest(notices: list[Notice], approver: str, link_base: str | None) -
             "plans": items,
             "text": text,
         },
+        card=Card(title=head, items=tuple(shown), notes=(lines[-1],)),
     )
 
 
@@ -269,20 +354,39 @@ def render_ruled(notice: RuleNotice, approver: str) -> Message:
     follow = f"opsbot show {plan.plan_id}"
     runs = clean(notice.runs, 100) + "," if notice.runs else "at once"
     lines = [head, f"Goal: {clean(plan.goal)}"]
-    for number, argv in enumerate(plan.argv[:MAX_STEPS], start=1):
-        lines.append(f"Step {number}: {clean(shlex.join(argv))}")
+    steps = [
+        f"Step {number}: {clean(shlex.join(argv))}"
+        for number, argv in enumerate(plan.argv[:MAX_STEPS], start=1)
+    ]
     if len(plan.argv) > MAX_STEPS:
-        lines.append(f"... and {len(plan.argv) - MAX_STEPS} more steps ({follow} shows all)")
+        steps.append(f"... and {len(plan.argv) - MAX_STEPS} more steps ({follow} shows all)")
+    lines.extend(steps)
     why = [clean(w) for w in notice.why[:MAX_EVIDENCE_LINES]] or ["(none recorded)"]
     lines.append(f"Why: {why[0]}")
     lines.extend(f"     {more}" for more in why[1:])
-    lines.append(f"It runs {runs} and will be verified; {follow} on the host follows it.")
+    follows = f"It runs {runs} and will be verified; {follow} on the host follows it."
+    lines.append(follows)
     lines.append(
         f"sha256: {prefix}   rule sha256: {notice.rule_sha256[:SHA_PREFIX]}   "
         f"approved {when(notice.approved_at)}"
     )
     lines.append(f"Pause every rule: {PAUSE_RULES}")
     text = "\n".join(lines)
+    card = Card(
+        title=head,
+        facts=(
+            ("Host", clean(plan.host)),
+            ("Units", clean(", ".join(plan.units) or "no unit")),
+            ("Rule", f"{clean(notice.rule)} (sha256 {notice.rule_sha256[:SHA_PREFIX]})"),
+            ("Approved", when(notice.approved_at)),
+            ("Runs", clean(notice.runs or "at once", 100)),
+            ("sha256", prefix),
+        ),
+        goal=clean(plan.goal),
+        steps=tuple(steps),
+        why=tuple(why),
+        notes=(follows, f"Pause every rule: {PAUSE_RULES}"),
+    )
     document: dict[str, Any] = {
         "event": "plan.approved_by_rule",
         "plan_id": plan.plan_id,
@@ -313,4 +417,5 @@ def render_ruled(notice: RuleNotice, approver: str) -> Message:
         approve_url=None,
         reject_url=None,
         document=document,
+        card=card,
     )

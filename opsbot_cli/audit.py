@@ -136,15 +136,7 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         )
         return 0 if found else 1
     if not found:
-        where = f" nor in the files of {len(stories)} host(s) in {remote_dir}" if stories else ""
-        hint = "reading the journal needs root or group systemd-journal"
-        if unreadable:
-            hint = (
-                f"the other hosts' journals in {remote_dir} need root: sudo opsbot audit {plan_id}"
-            )
-        elif stories:
-            hint = f"does the plan's host send its journal here? `ls {remote_dir}`; {hint}"
-        raise ConsoleError(f"no journal entries from opsbot for plan {plan_id}{where}", hint=hint)
+        raise nothing_found(plan_id, stories, remote_dir, unreadable)
     lines = _entry_lines(entries, args.verbose)
     if entries:
         lines = [summary(plan_id, entries, args.verbose), "", *lines]
@@ -157,6 +149,23 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
             lines += _host_lines(plan_id, story, args.verbose, first=not lines)
     show(lines, no_pager=args.no_pager)  # a long story pages on a terminal, as journalctl's
     return 0
+
+
+def nothing_found(
+    plan_id: str,
+    stories: list[HostStory] | None = None,
+    remote_dir: Path = REMOTE_DIR,
+    unreadable: bool = False,
+) -> ConsoleError:
+    """No trusted entry of ``plan_id``'s story, here (nor in a collector's ``stories``),
+    said with what to check (``opsbot audit`` and ``opsbot mcp``'s plan_story)."""
+    where = f" nor in the files of {len(stories)} host(s) in {remote_dir}" if stories else ""
+    hint = "reading the journal needs root or group systemd-journal"
+    if unreadable:
+        hint = f"the other hosts' journals in {remote_dir} need root: sudo opsbot audit {plan_id}"
+    elif stories:
+        hint = f"does the plan's host send its journal here? `ls {remote_dir}`; {hint}"
+    return ConsoleError(f"no journal entries from opsbot for plan {plan_id}{where}", hint=hint)
 
 
 def verify(args: argparse.Namespace) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from collections.abc import Callable
 from typing import Any
 
 from opsbot_cli.clients import diagnose_stream
@@ -86,22 +87,35 @@ def print_event(item: StartedEvent | StepEvent | FinishedEvent, verbose: bool = 
             out(line)
 
 
-def run(args: argparse.Namespace, paths: Paths) -> int:
-    unit = unit_arg(args.unit)
-    events: list[dict[str, Any]] = []
-    verdict: PlanVerdict | NoteVerdict | None = None
-    request = DiagnoseRequest(unit=unit, symptom=args.symptom)
+def diagnosis(
+    paths: Paths,
+    unit: str,
+    symptom: str,
+    on_event: Callable[[StartedEvent | StepEvent | FinishedEvent], None],
+) -> PlanVerdict | NoteVerdict:
+    """Ask the diagnosis service about ``unit`` (a valid unit name): each event to
+    ``on_event`` as it arrives, then the verdict; its refusal, or a connection closed
+    without a verdict, as a ConsoleError (what ``opsbot diagnose`` and ``opsbot mcp``
+    say)."""
+    request = DiagnoseRequest(unit=unit, symptom=symptom)
     for item in diagnose_stream(paths.diagnose_socket, request):
         if isinstance(item, ErrorMessage):
             raise ConsoleError(refusal(item), hint=item.hint, exit_status=item.exit_status)
         if isinstance(item, VerdictMessage):
-            verdict = item.verdict
-            break
+            return item.verdict
+        on_event(item)
+    raise ConsoleError("the diagnosis service closed the connection without a verdict")
+
+
+def run(args: argparse.Namespace, paths: Paths) -> int:
+    events: list[dict[str, Any]] = []
+
+    def shown(item: StartedEvent | StepEvent | FinishedEvent) -> None:
         events.append(item.model_dump(mode="json"))
         if not args.json:
             print_event(item, args.verbose)
-    if verdict is None:
-        raise ConsoleError("the diagnosis service closed the connection without a verdict")
+
+    verdict = diagnosis(paths, unit_arg(args.unit), args.symptom, shown)
     status = verdict_status(verdict)
     if args.json:
         json_out({"events": events, "verdict": verdict.model_dump(mode="json")})

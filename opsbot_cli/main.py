@@ -9,6 +9,7 @@
     opsbot apply [--dry-run]      (root) run approved plans now, in opsbot-apply.service
     opsbot audit ID               the plan's story from the journal
     opsbot diagnose UNIT          ask the diagnosis service why UNIT is down (live steps)
+    opsbot mcp                    the read verbs for an agent client (MCP over stdio)
     opsbot watch UNIT             (root) diagnose UNIT automatically whenever it fails
     opsbot unwatch UNIT           (root) stop that
     opsbot check-config           validate /etc/opsbot/opsbot.toml, show the privilege mode
@@ -86,6 +87,11 @@ COMMANDS = (
         "diagnose",
         "opsbot_cli.diagnose",
         "ask the diagnosis service why a unit is down; shows each step live",
+    ),
+    Command(
+        "mcp",
+        "opsbot_cli.mcp_server",
+        "serve diagnose, plans, show and audit to an agent client (MCP over stdio)",
     ),
     Command(
         "watch",
@@ -205,27 +211,38 @@ def documented(status: int) -> int:
 
 def _run(args: argparse.Namespace, argv: list[str]) -> int:
     """The command, with what it raises from outside opsbot's error tree translated at
-    this boundary (opsbot_cli/errors.py): one line that says what to do, never a
+    this boundary (:func:`as_console_error`): one line that says what to do, never a
     traceback; ``OPSBOT_DEBUG=1`` lets an unexpected error show its traceback."""
     try:
         status: int = args.func(args, Paths.from_env())
         return status
     except BrokenPipeError:
         return 0
-    except RootRequired as exc:  # the hint repeats what the user typed, with sudo
-        raise RootRequired(exc.message, hint=f"run it as root: {again_as_root(argv)}") from None
-    except ConfigError as exc:
-        if isinstance(exc.__cause__, PermissionError):
-            raise from_os_error(exc.__cause__, argv) from exc
+    except KeyboardInterrupt:
         raise
-    except (OpsbotError, KeyboardInterrupt):
-        raise
-    except OSError as exc:
-        raise from_os_error(exc, argv) from exc
     except Exception as exc:
-        if os.environ.get("OPSBOT_DEBUG"):
+        said = as_console_error(exc, argv)
+        if said is exc:
             raise
-        raise internal_error(exc) from exc
+        if os.environ.get("OPSBOT_DEBUG") and not isinstance(exc, OpsbotError | OSError):
+            raise
+        raise said from exc
+
+
+def as_console_error(exc: Exception, argv: list[str]) -> OpsbotError:
+    """What ``opsbot ARGV`` says of ``exc`` (opsbot_cli/errors.py): opsbot's own errors
+    as they are, a root-only command with the line to type as root, a file's
+    PermissionError or other OSError as what to do about it, anything else as an
+    internal error. ``opsbot mcp`` says its tools' errors the same way."""
+    if isinstance(exc, RootRequired):  # the hint repeats what the user typed, with sudo
+        return RootRequired(exc.message, hint=f"run it as root: {again_as_root(argv)}")
+    if isinstance(exc, ConfigError) and isinstance(exc.__cause__, PermissionError):
+        return from_os_error(exc.__cause__, argv)
+    if isinstance(exc, OpsbotError):
+        return exc
+    if isinstance(exc, OSError):
+        return from_os_error(exc, argv)
+    return internal_error(exc)
 
 
 if __name__ == "__main__":

@@ -128,17 +128,26 @@ def since_arg(value: str, now: float) -> datetime:
     return at
 
 
-def run(args: argparse.Namespace, paths: Paths) -> int:
-    states = states_arg(args.state)
-    since = since_arg(args.since, time.time()) if args.since is not None else None
-    request = wire.list_request(args.limit, since)
-    listing = ask_json(paths.executor_socket, request, wire.plan_list)
+def listed(
+    paths: Paths, limit: int, states: set[str], since: datetime | None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The executor's ``limit`` newest plans (checked by opsbot_cli.wire), those in
+    ``states`` (all for none) submitted since ``since``: what ``--json`` prints, and the
+    listing whole (its ``total``). What ``opsbot plans`` and ``opsbot mcp`` list."""
+    listing = ask_json(paths.executor_socket, wire.list_request(limit, since), wire.plan_list)
     shown = [
         p
         for p in listing["plans"]
         if (not states or p["state"] in states)
         and (since is None or datetime.fromisoformat(p["submitted_at"]) >= since)
     ]
+    return shown, listing
+
+
+def run(args: argparse.Namespace, paths: Paths) -> int:
+    states = states_arg(args.state)
+    since = since_arg(args.since, time.time()) if args.since is not None else None
+    shown, listing = listed(paths, args.limit, states, since)
     if args.json:
         print(screen.json_text(shown))
         return 0

@@ -55,10 +55,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace, paths: Paths) -> int:
-    request = wire.show_request(plan_id_arg(args.plan_id))
-    detail = ask_json(paths.executor_socket, request, wire.plan_detail)
+def fetched(paths: Paths, plan_id: str) -> dict[str, Any]:
+    """The executor's answer about ``plan_id`` (a valid id), shaped by opsbot_cli.wire
+    and checked to add up (:func:`check_detail`): what ``opsbot show`` and ``opsbot mcp``
+    show."""
+    detail = ask_json(paths.executor_socket, wire.show_request(plan_id), wire.plan_detail)
     check_detail(detail)
+    return detail
+
+
+def run(args: argparse.Namespace, paths: Paths) -> int:
+    detail = fetched(paths, plan_id_arg(args.plan_id))
     if args.json:
         print(screen.json_text(json_detail(detail)))
     elif args.argv:

@@ -168,12 +168,28 @@ class SlackChannel(Model):
     kind: Literal["slack"]
 
 
+class TeamsChannel(Model):
+    """Microsoft Teams: a Workflows webhook (or an incoming webhook) that posts an Adaptive
+    Card; its URL is the secret, so it is the credential ``notify_<channel>``, never in
+    this file."""
+
+    kind: Literal["teams"]
+
+
 class NtfyChannel(Model):
     """ntfy: ``url`` is the server and topic (https://ntfy.example.com/opsbot); an access
     token, if the topic needs one, is the credential ``notify_<channel>``."""
 
     kind: Literal["ntfy"]
     url: HttpUrl
+
+
+class AppriseChannel(Model):
+    """Any channel Apprise knows (Telegram, Matrix, Discord, Pushover, Gotify ...): its
+    Apprise URL holds the channel's secrets, so it is the credential ``notify_<channel>``,
+    never in this file (needs ``opsbot[apprise]``)."""
+
+    kind: Literal["apprise"]
 
 
 class EmailChannel(Model):
@@ -193,7 +209,9 @@ class EmailChannel(Model):
 
 
 Channel = Annotated[
-    Union[WebhookChannel, SlackChannel, NtfyChannel, EmailChannel],  # noqa: UP007
+    Union[  # noqa: UP007
+        WebhookChannel, SlackChannel, TeamsChannel, NtfyChannel, EmailChannel, AppriseChannel
+    ],
     Field(discriminator="kind"),
 ]
 

@@ -7,20 +7,33 @@ from collections.abc import Callable
 from typing import Any
 
 from notify_svc.channels._base import Context, Sender, http_client
+from notify_svc.channels.apprise import AppriseSender
 from notify_svc.channels.ntfy import NtfySender
 from notify_svc.channels.slack import SlackSender
 from notify_svc.channels.smtp import EmailSender
+from notify_svc.channels.teams import TeamsSender
 from notify_svc.channels.webhook import WebhookSender
-from shared_schema.config import EmailChannel, NtfyChannel, SlackChannel, WebhookChannel
+from shared_schema.config import (
+    AppriseChannel,
+    EmailChannel,
+    NtfyChannel,
+    SlackChannel,
+    TeamsChannel,
+    WebhookChannel,
+)
 
-ChannelConfig = WebhookChannel | SlackChannel | NtfyChannel | EmailChannel
+ChannelConfig = (
+    WebhookChannel | SlackChannel | TeamsChannel | NtfyChannel | EmailChannel | AppriseChannel
+)
 
 #: kind -> the sender's constructor (name, its config, the context).
 SENDERS: dict[str, Callable[[str, Any, Context], Sender]] = {
     "webhook": WebhookSender,
     "slack": SlackSender,
+    "teams": TeamsSender,
     "ntfy": NtfySender,
     "email": EmailSender,
+    "apprise": AppriseSender,
 }
 
 

@@ -46,6 +46,9 @@ EVERY_VERB = {
     "apply --dry-run": ["apply", "--dry-run"],
     "audit": ["audit", PLAN_ID],
     "diagnose": ["diagnose", "app.service"],
+    # The server itself answers a client on stdin (tests/unit/console/test_console_mcp.py);
+    # --check meets the sockets as its tools would, in the console's words.
+    "mcp --check": ["mcp", "--check"],
     "watch": ["watch", "app.service"],
     "unwatch": ["unwatch", "app.service"],
     "check-config": ["check-config"],

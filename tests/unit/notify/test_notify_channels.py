@@ -258,7 +258,8 @@ def test_slack_gets_the_text_at_the_url_of_its_credential_with_markup_escaped(
     tmp_path: Path,
 ) -> None:
     """The Slack incoming webhook's URL comes from the credential (it is the secret);
-    the body is {"text": ...} with the approver's links, and a goal holding Slack markup
+    the body is {"text": ..., "blocks": ...}, the text with the approver's links (the
+    blocks: test_notify_chat_cards), and a goal holding Slack markup
     (<!channel>, <url|label>) arrives escaped, so it cannot ping or disguise a link."""
     n = notice(_plan_with_goal("fix it <!channel> <http://evil|the approve page> & more"))
     with receiver() as slack:
@@ -272,7 +273,7 @@ def test_slack_gets_the_text_at_the_url_of_its_credential_with_markup_escaped(
     (request,) = slack.requests
     assert request.path == "/services/T000/B000/XXXX"
     text = json.loads(request.body)["text"]
-    assert list(json.loads(request.body)) == ["text"]
+    assert list(json.loads(request.body)) == ["text", "blocks"]
     assert f"{BASE}/p/{token(n, 'alice', 'approve')}" in text
     assert "&lt;!channel&gt; &lt;http://evil|the approve page&gt; &amp; more" in text
     assert "<!channel>" not in text
