@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 import plans
+from approver_svc import news
 from approver_svc.state import ApproverState
 from approver_svc.view import plan_brief, plan_expiry
 from plans import PlanError, new_plan_id, rejection_reason
@@ -263,6 +264,7 @@ def untold(service: ApproverService, state: ApproverState, now: datetime) -> lis
                 approved_at=decision.at,
                 runs="" if status.waits_for_window is None else view.runs,
                 approvers=approvers,
+                watch=news.watch(state, plan_id, record.sha256, now),
             )
         )
     return notices

@@ -26,7 +26,7 @@ from pathlib import Path
 import structlog
 
 import plans
-from approver_svc import rules, tokens, totp
+from approver_svc import news, rules, tokens, totp
 from approver_svc.errors import Refusal
 from approver_svc.state import ApproverState, StateFile
 from approver_svc.view import (
@@ -131,6 +131,7 @@ class ApproverService:
         state.prune(now, totp.MEMORY_SECONDS)
         rules.apply_rules(self, state, now)
         ruled = rules.untold(self, state, now)
+        outcomes = news.outcomes(self, state, now)
         approvers = sorted(self.config.approvers)
         if not approvers:
             self.state.save(state)
@@ -163,7 +164,7 @@ class ApproverService:
         self.state.save(state)
         if notices:
             log.info("plans.announced", plans=" ".join(n.plan.plan_id for n in notices))
-        return Announced(notices=notices, ruled=ruled)
+        return Announced(notices=notices, ruled=ruled, outcomes=outcomes)
 
     # -- standing rules ---------------------------------------------------------------
 
@@ -290,16 +291,34 @@ class ApproverService:
         return record
 
     def follow(self, request: Follow) -> Followed:
-        """Where the plan a used token decided is now; changes nothing."""
-        token, at = tokens.decided(self.state.load(), request.token, self.now())
-        record = self._record(token.plan_id, token.sha256)
+        """Where the plan a used token decided, or a status link shows, is now; changes
+        nothing."""
+        state, now = self.state.load(), self.now()
+        watch = news.watched(state, request.token, now)
+        if watch is not None:
+            plan_id, sha256 = watch.plan_id, watch.sha256
+        else:
+            token, at = tokens.decided(state, request.token, now)
+            plan_id, sha256 = token.plan_id, token.sha256
+        record = self._record(plan_id, sha256)
         try:
             plan = self.store.verified_plan(record)
             status = self.store.status(record.plan_id, record)
         except OpsbotError as exc:
             raise Refusal("plan", exc.message) from exc
         brief = plan_brief(record, plan, self.host)
-        return followed(brief, status, token.decision, token.approver, at)
+        by, approved_at = news.approved_by(status)
+        if watch is not None:
+            return followed(brief, status, approved_by=by, approved_at=approved_at)
+        return followed(
+            brief,
+            status,
+            decision=token.decision,
+            approver=token.approver,
+            at=at,
+            approved_by=by,
+            approved_at=approved_at,
+        )
 
     # -- decide -----------------------------------------------------------------------
 

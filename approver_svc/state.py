@@ -36,6 +36,9 @@ MAX_RULE_RECORDS = 2000
 #: Source addresses whose wrong codes are remembered (a flood of addresses forgets the
 #: oldest, never the file's limit).
 MAX_SOURCES = 2000
+#: Status links the news messages carried (approver_svc.news): past it, the soonest to
+#: expire are forgotten.
+MAX_WATCHES = 2000
 
 
 class Model(BaseModel):
@@ -60,6 +63,16 @@ class TokenRecord(Model):
     #: Why it no longer works: "used", "its other decision was used", "too many wrong codes".
     ended_by: str = ""
     failed_attempts: int = 0
+
+
+class WatchRecord(Model):
+    """A status link a news message carried: it shows where one plan is until it expires
+    and decides nothing (kept apart from the tokens: the page looks a decision's token
+    up only among those)."""
+
+    plan_id: PlanId
+    sha256: Sha256Hex
+    expires_at: AwareDatetime
 
 
 class ApproverMemory(Model):
@@ -89,6 +102,11 @@ class ApproverState(Model):
     ruled_floor: str = ""
     #: ``opsbot policy pause``/``resume``: the last switch (None: never paused).
     pause: Pause | None = None
+    #: sha256(status link token) -> the plan it shows (approver_svc.news).
+    watches: dict[Sha256Hex, WatchRecord] = Field(default_factory=dict)
+    #: "PLAN_ID:kind" of each outcome the approvers were told -> when it may be forgotten
+    #: (past it the outcome is too old to tell anyway).
+    told: dict[Annotated[str, Field(max_length=64)], AwareDatetime] = Field(default_factory=dict)
 
     @property
     def paused(self) -> bool:
@@ -137,6 +155,13 @@ class ApproverState(Model):
         self.tokens = dict(order[dropped:])
         return dropped
 
+    def watch(self, key: str, record: WatchRecord) -> None:
+        """Remember a status link; past MAX_WATCHES the soonest to expire are forgotten."""
+        self.watches[key] = record
+        if len(self.watches) > MAX_WATCHES:
+            order = sorted(self.watches.items(), key=lambda kv: kv[1].expires_at)
+            self.watches = dict(order[len(self.watches) - MAX_WATCHES :])
+
     def memory(self, approver: str) -> ApproverMemory:
         return self.approvers.setdefault(approver, ApproverMemory())
 
@@ -152,6 +177,8 @@ class ApproverState(Model):
         """Drop expired tokens, plans past their expiry, and failures too old to count."""
         self.tokens = {d: t for d, t in self.tokens.items() if t.expires_at > now}
         self.announced = {p: at for p, at in self.announced.items() if at > now}
+        self.watches = {d: w for d, w in self.watches.items() if w.expires_at > now}
+        self.told = {key: at for key, at in self.told.items() if at > now}
         for memory in self.approvers.values():
             memory.failures = [
                 at for at in memory.failures if (now - at).total_seconds() < keep_failures_seconds

@@ -143,10 +143,18 @@ def plan_brief(record: PlanRecord, plan: Plan, host: str) -> PlanBrief:
 
 
 def followed(
-    brief: PlanBrief, status: StatusRecord, decision: Decision, approver: str, at: datetime
+    brief: PlanBrief,
+    status: StatusRecord,
+    *,
+    decision: Decision | None = None,
+    approver: str | None = None,
+    at: datetime | None = None,
+    approved_by: str = "",
+    approved_at: datetime | None = None,
 ) -> Followed:
-    """Where the plan that ``approver`` decided (``decision``, at ``at``) is now, by its
-    ``status``."""
+    """Where the plan is now, by its ``status``: the one ``approver`` decided
+    (``decision``, at ``at``) with a link, or the one a status link shows (no decision:
+    ``approved_by`` says who approved it)."""
     last = status.history[-1] if status.history else None
     seen = status.verification.evidence if status.verification else []
     window = status.waits_for_window
@@ -155,6 +163,8 @@ def followed(
         decision=decision,
         approver=approver,
         decided_at=at,
+        approved_by=approved_by[:LINE],
+        approved_at=approved_at,
         state=status.state,
         since=last.at if last else None,
         reason=(last.reason if last else "")[:LINE],

@@ -1,4 +1,6 @@
-"""opsbot-notify: tells approvers that a plan waits, on the channels of the config.
+"""opsbot-notify: tells approvers that a plan waits, on the channels of the config, and
+the news of plans that ask nothing of them (a rule approved one, one ended UNRESOLVED,
+an incident ended).
 
 The one opsbot unit that sends messages out. It holds no authority: it asks root's
 opsbot-approver (``announce``) for the new plans and single-use links, and relays them.

@@ -24,17 +24,8 @@ bidirectional overrides are shown as escapes (shared_schema.text.printable), and
 lines are cut. The page the link opens shows the plan whole, with its full sha256; the
 12 hex here are for comparing it, and for ``opsbot approve --sha256`` on the host.
 
-A plan a standing rule approved (:func:`render_ruled`) is news, not a question: no link,
-only what runs, why, and how to stop every rule::
-
-    opsbot: rule night-restarts approved plan <id> for app.service on web1
-    Goal: start app.service, killed by SIGKILL
-    Step 1: systemctl start --no-block app.service
-    Why: app.service failed with result 'signal'
-         journal: Main process exited, code=killed, status=9/KILL
-    It runs at once and will be verified; opsbot show <id> on the host follows it.
-    sha256: 0123456789ab   rule sha256: 89abcdef0123   approved 2026-12-01 18:35 UTC
-    Pause every rule: sudo opsbot policy pause
+News that asks nothing of the approver (a plan a standing rule approved, how a plan
+that ran turned out) is :mod:`notify_svc.news`.
 """
 
 from __future__ import annotations
@@ -44,7 +35,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from shared_schema.approver_socket import Decision, Link, Notice, PlanView, RuleNotice
+from shared_schema.approver_socket import Decision, Link, Notice, PlanView
 from shared_schema.text import printable
 
 #: The sha256 prefix shown, and passed to ``opsbot approve --sha256``.
@@ -82,11 +73,12 @@ REJECT_LABEL = "Reject"
 
 @dataclass(frozen=True)
 class Button:
-    """A link drawn as a button; ``decision`` picks its colour."""
+    """A link drawn as a button; ``decision`` picks its colour, and None (a status link,
+    which decides nothing) draws it in the chat's default style."""
 
     label: str
     url: str
-    decision: Decision
+    decision: Decision | None = None
 
 
 @dataclass(frozen=True)
@@ -100,15 +92,16 @@ class Item:
 @dataclass(frozen=True)
 class Card:
     """The message as a chat draws it: a title, labelled facts, the goal, each step (its
-    argv as shell words), why, the buttons, a digest's plans, and lines under them. Every
-    value is already :func:`clean`; each chat escapes it for its markup and cuts it to its
-    own limits."""
+    argv as shell words), why (under ``why_label``), the buttons, a digest's plans, and
+    lines under them. Every value is already :func:`clean`; each chat escapes it for its
+    markup and cuts it to its own limits."""
 
     title: str
     facts: tuple[tuple[str, str], ...] = ()
     goal: str = ""
     steps: tuple[str, ...] = ()
     why: tuple[str, ...] = ()
+    why_label: str = "Why"
     buttons: tuple[Button, ...] = ()
     items: tuple[Item, ...] = ()
     notes: tuple[str, ...] = ()
@@ -116,7 +109,7 @@ class Card:
 
 @dataclass(frozen=True)
 class Message:
-    """One approver's message about one plan."""
+    """One approver's message about one plan (a question, or news: notify_svc.news)."""
 
     plan_id: str
     approver: str
@@ -328,94 +321,4 @@ def render_digest(notices: list[Notice], approver: str, link_base: str | None) -
             "text": text,
         },
         card=Card(title=head, items=tuple(shown), notes=(lines[-1],)),
-    )
-
-
-#: What stops every standing rule at once (root, on the host).
-PAUSE_RULES = "sudo opsbot policy pause"
-
-
-def ruled_subject(notice: RuleNotice) -> str:
-    plan = notice.plan
-    units = ", ".join(plan.units) or "no unit"
-    return clean(
-        f"opsbot: rule {notice.rule} approved plan {plan.plan_id} for {units} on {plan.host}",
-        200,
-    )
-
-
-def render_ruled(notice: RuleNotice, approver: str) -> Message:
-    """The message ``approver`` gets about a plan a standing rule approved: the rule, each
-    step as it runs, why, when it runs, and how to pause every rule. No link: nothing is
-    left to decide (the approval is written), so the same text goes to every approver."""
-    plan = notice.plan
-    head = ruled_subject(notice)
-    prefix = plan.sha256[:SHA_PREFIX]
-    follow = f"opsbot show {plan.plan_id}"
-    runs = clean(notice.runs, 100) + "," if notice.runs else "at once"
-    lines = [head, f"Goal: {clean(plan.goal)}"]
-    steps = [
-        f"Step {number}: {clean(shlex.join(argv))}"
-        for number, argv in enumerate(plan.argv[:MAX_STEPS], start=1)
-    ]
-    if len(plan.argv) > MAX_STEPS:
-        steps.append(f"... and {len(plan.argv) - MAX_STEPS} more steps ({follow} shows all)")
-    lines.extend(steps)
-    why = [clean(w) for w in notice.why[:MAX_EVIDENCE_LINES]] or ["(none recorded)"]
-    lines.append(f"Why: {why[0]}")
-    lines.extend(f"     {more}" for more in why[1:])
-    follows = f"It runs {runs} and will be verified; {follow} on the host follows it."
-    lines.append(follows)
-    lines.append(
-        f"sha256: {prefix}   rule sha256: {notice.rule_sha256[:SHA_PREFIX]}   "
-        f"approved {when(notice.approved_at)}"
-    )
-    lines.append(f"Pause every rule: {PAUSE_RULES}")
-    text = "\n".join(lines)
-    card = Card(
-        title=head,
-        facts=(
-            ("Host", clean(plan.host)),
-            ("Units", clean(", ".join(plan.units) or "no unit")),
-            ("Rule", f"{clean(notice.rule)} (sha256 {notice.rule_sha256[:SHA_PREFIX]})"),
-            ("Approved", when(notice.approved_at)),
-            ("Runs", clean(notice.runs or "at once", 100)),
-            ("sha256", prefix),
-        ),
-        goal=clean(plan.goal),
-        steps=tuple(steps),
-        why=tuple(why),
-        notes=(follows, f"Pause every rule: {PAUSE_RULES}"),
-    )
-    document: dict[str, Any] = {
-        "event": "plan.approved_by_rule",
-        "plan_id": plan.plan_id,
-        "sha256": plan.sha256,
-        "sha256_prefix": prefix,
-        "host": clean(plan.host),
-        "units": [clean(u) for u in plan.units],
-        "goal": clean(plan.goal),
-        "steps": [
-            {"argv": [printable(a) for a in argv], "command": clean(shlex.join(argv))}
-            for argv in plan.argv
-        ],
-        "why": [clean(w) for w in notice.why[:MAX_EVIDENCE_LINES]],
-        "rule": clean(notice.rule),
-        "rule_sha256": notice.rule_sha256,
-        "approved_at": notice.approved_at.astimezone(UTC).isoformat(),
-        "runs": clean(notice.runs or "at once", 100),
-        "approver": approver,
-        "follow": follow,
-        "pause": PAUSE_RULES,
-        "text": text,
-    }
-    return Message(
-        plan_id=plan.plan_id,
-        approver=approver,
-        subject=head,
-        text=text + "\n",
-        approve_url=None,
-        reject_url=None,
-        document=document,
-        card=card,
     )

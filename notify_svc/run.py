@@ -2,12 +2,13 @@
 
 For every notice the approver hands out, for every approver it has links for, the
 approver's message (notify_svc.message) goes out on each channel of their
-``[approvers.NAME] notify``, with retries (notify_svc.retry); then, for every plan a
-standing rule approved, the news of it (no link) to each approver the notice names, the
-same way. The approver is asked again until it has nothing new (a plan stored, or
-approved by a rule, while this run was sending), at most :data:`MAX_ROUNDS` times. A
-channel that cannot be built (its credential is missing) fails its messages, logged;
-the other channels are still sent.
+``[approvers.NAME] notify``, with retries (notify_svc.retry); then the news
+(notify_svc.news: no decision link, a status link where there is one) to each approver
+the notice names, the same way: every plan a standing rule approved, then every plan
+that ended UNRESOLVED and every incident that ended. The approver is asked again until
+it has nothing new (a plan stored, approved by a rule, or ended while this run was
+sending), at most :data:`MAX_ROUNDS` times. A channel that cannot be built (its
+credential is missing) fails its messages, logged; the other channels are still sent.
 """
 
 from __future__ import annotations
@@ -25,17 +26,11 @@ from notify_svc.approver import announce
 from notify_svc.channels import Context, Sender, http_client, make_sender
 from notify_svc.credentials import Credentials
 from notify_svc.errors import CredentialError
-from notify_svc.message import (
-    DIGEST_AFTER,
-    Message,
-    approvers_of,
-    render,
-    render_digest,
-    render_ruled,
-)
+from notify_svc.message import DIGEST_AFTER, Message, approvers_of, render, render_digest
+from notify_svc.news import render_outcome, render_ruled
 from notify_svc.retry import deliver
 from shared_io.errors import OpsbotError
-from shared_schema.approver_socket import Notice, RuleNotice
+from shared_schema.approver_socket import Notice, OutcomeNotice, RuleNotice
 from shared_schema.config import OpsbotConfig
 
 MAX_ROUNDS = 5
@@ -48,11 +43,14 @@ log = structlog.get_logger("opsbot.notify")
 
 @dataclass
 class Summary:
-    """What a run did: plans announced, plans a rule approved, messages sent and failed."""
+    """What a run did: plans announced, plans a rule approved, outcomes told, messages
+    sent and failed."""
 
     plans: int = 0
     #: Plans a standing rule approved that the approvers were told of.
     ruled: int = 0
+    #: Plans that ended UNRESOLVED, and incidents that ended, that they were told of.
+    outcomes: int = 0
     sent: int = 0
     failed: int = 0
     #: (plan id, approver, channel) of each message that did not go out.
@@ -111,18 +109,23 @@ def _tell(
     _send(config, senders, summary, message, sleep, time_left)
 
 
-def _tell_ruled(
+def _tell_news(
     config: OpsbotConfig,
     senders: _Senders,
     summary: Summary,
-    notice: RuleNotice,
+    notice: RuleNotice | OutcomeNotice,
+    link_base: str | None,
     sleep: Callable[[float], None],
     time_left: Callable[[], float],
 ) -> None:
-    """Tell each approver ``notice`` names that a rule approved its plan, on each of
-    their channels."""
+    """Tell each approver ``notice`` names, once, that a rule approved its plan or how
+    the plan turned out, on each of their channels."""
     for approver in dict.fromkeys(notice.approvers):
-        _send(config, senders, summary, render_ruled(notice, approver), sleep, time_left)
+        if isinstance(notice, RuleNotice):
+            message = render_ruled(notice, approver, link_base)
+        else:
+            message = render_outcome(notice, approver, link_base)
+        _send(config, senders, summary, message, sleep, time_left)
 
 
 def _send(
@@ -193,24 +196,29 @@ def notify(
                 log.error("notify.unavailable", error=exc.message, hint=exc.hint)
                 summary.error = str(exc)
                 break
-            notices, ruled = announced.notices, announced.ruled
-            log.info("notify.announced", plans=len(notices), ruled=len(ruled))
-            if not notices and not ruled:
+            notices, ruled, outcomes = announced.notices, announced.ruled, announced.outcomes
+            log.info(
+                "notify.announced", plans=len(notices), ruled=len(ruled), outcomes=len(outcomes)
+            )
+            if not notices and not ruled and not outcomes:
                 break
             summary.plans += len(notices)
             summary.ruled += len(ruled)
+            summary.outcomes += len(outcomes)
             by_approver: dict[str, list[Notice]] = {}
             for notice in notices:
                 for approver in approvers_of(notice):
                     by_approver.setdefault(approver, []).append(notice)
             for approver, theirs in by_approver.items():
                 _tell(config, senders, summary, theirs, approver, link_base, sleep, time_left)
-            for rule_notice in ruled:
-                _tell_ruled(config, senders, summary, rule_notice, sleep, time_left)
+            told: list[RuleNotice | OutcomeNotice] = [*ruled, *outcomes]
+            for news in told:
+                _tell_news(config, senders, summary, news, link_base, sleep, time_left)
     log.info(
         "notify.done",
         plans=summary.plans,
         ruled=summary.ruled,
+        outcomes=summary.outcomes,
         sent=summary.sent,
         failed=summary.failed,
     )

@@ -123,8 +123,10 @@ def check_windows(
     return windows, said, warnings
 
 
-#: Channels that cannot send without their credential /etc/opsbot/notify/NAME.
-NEEDS_SECRET = ("webhook", "slack")
+#: Channels that cannot send without their credential /etc/opsbot/notify/NAME: the
+#: webhook's HMAC key, the Slack or Teams URL, the Apprise URL (ntfy's token is optional,
+#: and email needs one only with a ``user``).
+NEEDS_SECRET = ("webhook", "slack", "teams", "apprise")
 NOTIFY_SECRETS = Path("/etc/opsbot/notify")
 
 

@@ -6,14 +6,18 @@ One JSON line each way (shared_io.framing). Who may send which request is the pe
 
 - ``announce`` (opsbot-notify's uid only): the PROPOSED plans not announced before, each
   with a fresh approve and reject token per approver; the approver marks them announced.
+  With them, the news told once: plans a standing rule approved, plans that ended
+  UNRESOLVED and incidents that ended (approver_svc.news), each with a status link.
 - ``view`` (opsbot-web's uid only): what one token is for, for the page a GET shows; it
   changes nothing (a chat's link preview fetches every URL).
 - ``decide`` (opsbot-web's uid only): a token, the approver's TOTP code and a reason; the
   approver checks the token first, then the code, then the plan, and only then writes
   the approval (or the rejection) ``opsbot approve`` (``reject``) writes.
-- ``follow`` (opsbot-web's uid only): where the plan a used token decided is now (its
-  state, the last change's reason, what opsbot-verify saw), for the page's status view;
-  it changes nothing, and a token that decided nothing is refused as ``token``.
+- ``follow`` (opsbot-web's uid only): where the plan a used token decided, or a news
+  message's status link shows, is now (its state, the last change's reason, what
+  opsbot-verify saw), for the page's status view; it changes nothing, and a token that
+  decided nothing is refused as ``token``. A status link is known to ``follow`` alone:
+  ``view`` and ``decide`` refuse it as any token they do not know.
 
 A token is 128 random bits, URL-safe base64 (22 characters), stored by the approver only
 as its sha256; it is single-use and bound to one plan id, its sha256, one approver and one
@@ -209,6 +213,39 @@ class RuleNotice(Model):
     #: When it runs ("at once", or when the apply window opens).
     runs: Line = ""
     approvers: list[ApproverName]
+    #: A read-only link token to the plan's status view (``<link_base>/p/TOKEN/status``):
+    #: it shows where the plan is and can decide nothing (the page refuses it for a
+    #: decision). None: no status view (the approver minted none).
+    watch: Token | None = None
+
+
+OutcomeKind = Literal["unresolved", "ended"]
+
+
+class OutcomeNotice(Model):
+    """How a plan that ran turned out, told to every approver once: ``unresolved`` (its
+    verification found the symptom still there) or ``ended`` (its incident is over: the
+    plan VERIFIED, or it FAILED or was INTERRUPTED, and a human must look)."""
+
+    kind: OutcomeKind
+    plan: PlanBrief
+    #: The plan's state now, since when, and the reason that change gave.
+    state: PlanState
+    at: AwareDatetime
+    reason: Line = ""
+    #: Two lines at most of what opsbot-verify saw.
+    verification: list[Line] = []
+    #: The incident (its first plan's id), how many plans it has had, since when.
+    incident: PlanId
+    plans: int = 1
+    started_at: AwareDatetime
+    #: Who approved the plan ("alice", "rule night-restarts", "root on the host").
+    approved_by: Line = ""
+    #: What comes next, in words ("a follow-up diagnosis runs", "a human must look").
+    next: Line = ""
+    approvers: list[ApproverName]
+    #: As in :class:`RuleNotice`.
+    watch: Token | None = None
 
 
 # -- replies ----------------------------------------------------------------------------
@@ -220,6 +257,8 @@ class Announced(Model):
     notices: list[Notice]
     #: Plans a rule approved since the last announce.
     ruled: list[RuleNotice] = []
+    #: Plans that ended UNRESOLVED, and incidents that ended, since the last announce.
+    outcomes: list[OutcomeNotice] = []
 
 
 RuleOutcome = Literal["approved", "would approve", "for humans", "failed"]
@@ -327,9 +366,13 @@ class Followed(Model):
     v: Literal[1] = 1
     op: Literal["followed"] = "followed"
     plan: PlanBrief
-    decision: Decision
-    approver: ApproverName
-    decided_at: AwareDatetime
+    #: None for a status link a message carried (it decided nothing: see ``approved_by``).
+    decision: Decision | None = None
+    approver: ApproverName | None = None
+    decided_at: AwareDatetime | None = None
+    #: Who approved the plan, and when ("" and None: not approved), for a status link.
+    approved_by: Line = ""
+    approved_at: AwareDatetime | None = None
     state: PlanState
     #: When the plan last changed state, and the reason that change gave ("" for none).
     since: AwareDatetime | None = None

@@ -36,6 +36,8 @@ PROXY_CONF = "/etc/opsbot-test-proxy/nginx.conf"
 #: Where the receivers write what they got, inside the container (and under ct.root).
 INBOX = "/srv/receivers"
 HOOK_KEY = "/etc/opsbot/notify/hook"
+#: carol's Apprise channel: a JSON POST to the receivers (a chat service's stand-in).
+CHAT_URL = f"json://127.0.0.1:{WEBHOOK_PORT}/chat/carol"
 #: erin's links are the flood's target (her wrong codes lock her, no one else).
 APPROVERS = ("alice", "bob", "carol", "dave", "erin")
 
@@ -52,6 +54,9 @@ timeout_seconds = 5
 kind = "webhook"
 url = "http://127.0.0.1:{WEBHOOK_PORT}/opsbot"
 
+[notify.channels.chat]
+kind = "apprise"
+
 [notify.channels.mail]
 kind = "email"
 host = "127.0.0.1"
@@ -67,7 +72,7 @@ notify = ["hook", "mail"]
 notify = ["hook"]
 
 [approvers.carol]
-notify = ["hook"]
+notify = ["hook", "chat"]
 
 [approvers.dave]
 notify = ["hook"]
@@ -171,6 +176,11 @@ class Phone:
     def refused(self) -> list[str]:
         return [p.read_text() for p in sorted(self.inbox.glob("refused-*.txt"))]
 
+    def chats(self) -> list[dict[str, Any]]:
+        """Every message carol's Apprise channel delivered, oldest first: its JSON."""
+        found = sorted(self.inbox.glob("chat-*.json"), key=lambda p: int(p.stem.split("-")[1]))
+        return [json.loads(p.read_text())["body"] for p in found]
+
     def mails(self) -> list[str]:
         return [p.read_text() for p in sorted(self.inbox.glob("mail-*.eml"))]
 
@@ -217,6 +227,7 @@ def set_up_phone(ct: BootedSystemd) -> Phone:
     ct.write_file("/etc/opsbot/opsbot.toml", PHONE_CONFIG)
     ct.run(["install", "-d", "-m", "0700", "/etc/opsbot/notify"])
     ct.write_file(HOOK_KEY, "webhook-key-of-this-test\n", mode=0o600)
+    ct.write_file("/etc/opsbot/notify/chat", CHAT_URL + "\n", mode=0o600)
     phone = Phone(ct)
     for name in APPROVERS:
         said = json.loads(opsbot(ct, "approvers", "add", name, "--replace", "--json").stdout)

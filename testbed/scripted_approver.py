@@ -103,6 +103,9 @@ class ScriptedApprover:
     refusal: str = "this link was used, expired or never issued"
     #: Every request, in the order they came.
     requests: list[View | Decide | Follow] = field(default_factory=list)
+    #: Status links a news message carried: token -> what ``follow`` answers (``view``
+    #: and ``decide`` do not know them, as root's approver does not).
+    watches: dict[str, Followed] = field(default_factory=dict)
 
     def issue(self, token: str, decision: Decision, plan: PlanView | None = None) -> str:
         self.tokens[token] = Issued(plan or plan_view(), decision)
@@ -115,6 +118,8 @@ class ScriptedApprover:
     def answer(self, request: View | Decide | Follow) -> Viewed | Decided | Followed | Refused:
         issued = self.tokens.get(request.token)
         if isinstance(request, Follow):
+            if request.token in self.watches:
+                return self.watches[request.token]
             return self.follow(issued)
         if issued is None or issued.used:
             return Refused(kind="token", reason=self.refusal)

@@ -3,11 +3,12 @@ text as ``text`` (what a notification shows), POSTed to the URL that is the chan
 credential ``notify_<channel>`` (that URL is the secret; it is never logged).
 
 The blocks: a header (the subject), the facts, the goal, the steps as code, why, the two
-buttons (a digest: each plan and its two), then the lines under them (the confirmations,
-the command for the host). A button is a plain link (``url``): Slack opens opsbot's
-page, where a person types a code; no request comes back to opsbot, and nothing in Slack
-can approve. A link longer than a button may hold is never cut (a cut link leads
-nowhere): the buttons are left out and a line says so.
+buttons (a digest: each plan and its two; news: its one status button, in Slack's
+default style), then the lines under them (the confirmations, the command for the
+host). A button is a plain link (``url``): Slack opens opsbot's page, where a person
+types a code; no request comes back to opsbot, and nothing in Slack can approve. A link
+longer than a button may hold is never cut (a cut link leads nowhere): the buttons are
+left out and a line says so.
 
 Slack reads ``&``, ``<`` and ``>`` as markup (``<!channel>``, ``<url|label>``), so they
 are escaped everywhere, and every mrkdwn text is ``verbatim`` (Slack parses no mention
@@ -23,6 +24,7 @@ from typing import Any
 from notify_svc.channels._base import Context, post
 from notify_svc.errors import CredentialError
 from notify_svc.message import Button, Card, Message
+from shared_schema.approver_socket import Decision
 from shared_schema.config import SlackChannel
 
 #: Slack's bounds (api.slack.com/reference/block-kit): characters of a header's text, a
@@ -35,6 +37,9 @@ BUTTON_TEXT_MAX = 75
 URL_MAX = 3000
 BLOCKS_MAX = 50
 ELLIPSIS = "…"
+#: A button's style by its decision; any other button (a status link) has none, Slack's
+#: default.
+STYLES: dict[Decision | None, str] = {"approve": "primary"}
 
 
 def slack_escape(text: str) -> str:
@@ -91,8 +96,8 @@ def actions(buttons: tuple[Button, ...]) -> list[dict[str, Any]]:
             "text": {"type": "plain_text", "text": fit(button.label, BUTTON_TEXT_MAX)},
             "url": button.url,
         }
-        if button.decision == "approve":
-            element["style"] = "primary"
+        if button.decision in STYLES:
+            element["style"] = STYLES[button.decision]
         elements.append(element)
     return [{"type": "actions", "elements": elements}]
 
@@ -114,7 +119,7 @@ def blocks(card: Card) -> list[dict[str, Any]]:
     if card.steps:
         out.append(code("Steps", card.steps))
     if card.why:
-        out.append(section("Why", "\n".join(card.why)))
+        out.append(section(card.why_label, "\n".join(card.why)))
     out.extend(actions(card.buttons))
     notes = [paragraph("\n".join(card.notes))] if card.notes else []
     for index, item in enumerate(card.items):

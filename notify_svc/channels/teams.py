@@ -7,9 +7,9 @@ envelope both take::
       "application/vnd.microsoft.card.adaptive", "content": CARD}]}
 
 The card: the subject, the facts, the goal, the steps in monospace, why, the lines under
-them, and two ``Action.OpenUrl`` buttons (a digest: each plan and its two) that only
-open opsbot's page, where a person types a code; no request comes back to opsbot, and
-nothing in Teams can approve.
+them, and two ``Action.OpenUrl`` buttons (a digest: each plan and its two; news: its one
+status button, in the default style) that only open opsbot's page, where a person types
+a code; no request comes back to opsbot, and nothing in Teams can approve.
 
 Every text is a ``TextRun`` of a ``RichTextBlock``, which Teams shows as written: a
 TextBlock reads Markdown, in which a goal could draw a link of its own
@@ -25,6 +25,7 @@ from typing import Any
 from notify_svc.channels._base import Context, post
 from notify_svc.errors import CredentialError
 from notify_svc.message import Button, Card, Message
+from shared_schema.approver_socket import Decision
 from shared_schema.config import TeamsChannel
 
 #: Adaptive Card 1.4: RichTextBlock, Action.OpenUrl's style; what Teams and Workflows show.
@@ -33,6 +34,9 @@ CONTENT_TYPE = "application/vnd.microsoft.card.adaptive"
 #: The body's bound, below Teams' 28 KB for a message.
 MAX_BYTES = 24_000
 CUT = "… and {more} more (a Teams message holds about 28 KB)"
+#: An action's style by its button's decision; any other (a status link) has none, the
+#: default.
+STYLES: dict[Decision | None, str] = {"approve": "positive"}
 
 
 def run(text: str, **style: Any) -> dict[str, Any]:
@@ -54,7 +58,7 @@ def open_urls(buttons: tuple[Button, ...]) -> list[dict[str, Any]]:
             "type": "Action.OpenUrl",
             "title": button.label,
             "url": button.url,
-            **({"style": "positive"} if button.decision == "approve" else {}),
+            **({"style": STYLES[button.decision]} if button.decision in STYLES else {}),
         }
         for button in buttons
     ]
@@ -71,7 +75,7 @@ def adaptive_card(card: Card) -> dict[str, Any]:
         body.append(line(run("Steps", weight="Bolder"), spacing="Medium"))
         body.extend(line(run(s, fontType="Monospace"), spacing="None") for s in card.steps)
     if card.why:
-        body.append(line(run("Why", weight="Bolder"), spacing="Medium"))
+        body.append(line(run(card.why_label, weight="Bolder"), spacing="Medium"))
         body.extend(line(run(w), spacing="None") for w in card.why)
     notes = [line(run(note, isSubtle=True), spacing="Small") for note in card.notes]
     if notes:

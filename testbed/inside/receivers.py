@@ -8,6 +8,8 @@ real SMTP server (aiosmtpd). Each message received is a file in OUTDIR:
   (headers X-Opsbot-Timestamp, X-Opsbot-Signature: ``sha256=<hex>``) matched the key in
   KEYFILE and whose timestamp was within 5 minutes: answered 204. Anything else is
   ``refused-N.txt`` with the reason, answered 401.
+- ``chat-N.json``: a POST to ``/chat/NAME`` (a chat service's stand-in, as an Apprise
+  ``json://`` URL reaches it: no signature), as ``{"path": ..., "body": <its JSON>}``.
 - ``mail-N.eml``: each mail the SMTP server accepted, as received.
 
 Checked here with hmac.compare_digest, not with opsbot's own helper: the test asks
@@ -21,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import itertools
+import json
 import sys
 import threading
 import time
@@ -46,6 +49,12 @@ def webhook_handler(outdir: Path, key: bytes) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:  # noqa: N802 (http.server's name)
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(min(length, 1 << 20))
+            if self.path.startswith("/chat/"):
+                chat = {"path": self.path, "body": json.loads(body or b"null")}
+                _write(outdir, f"chat-{next(_count)}.json", json.dumps(chat).encode())
+                self.send_response(200)
+                self.end_headers()
+                return
             stamp = self.headers.get("X-Opsbot-Timestamp", "")
             signature = self.headers.get("X-Opsbot-Signature", "")
             mac = hmac.new(key, stamp.encode() + b"." + body, hashlib.sha256)

@@ -178,9 +178,11 @@ def test_a_rule_earns_trust_in_shadow_approves_in_enforce_and_stands_back_after_
        links, no approval file), who approves it: VERIFIED, and the report says so;
     2. enforce (opsbot.toml edited; the approver reads it before its next request): the
        app is killed again; the rule approves the plan (the approval names the rule, no
-       approver), it is applied and VERIFIED, and each approver was told, without links;
+       approver), it is applied and VERIFIED, and each approver was told, without links,
+       and then that the incident ended, with a link to the plan's status;
     3. a new build that quits at once: killed again, the rule approves the start, which
-       does not hold: UNRESOLVED. The rule is suspended for the app: the next plan for it
+       does not hold: UNRESOLVED, and every approver is told so, with what verify saw.
+       The rule is suspended for the app: the next plan for it
        waits for a human, and the rules' record says why; a human's fix, VERIFIED."""
     phone = invoices
     ct = phone.ct
@@ -221,10 +223,19 @@ def test_a_rule_earns_trust_in_shadow_approves_in_enforce_and_stands_back_after_
     assert entry["APPROVED_BY_RULE"] == RULE and "APPROVER" not in entry, entry
     assert entry["_SYSTEMD_UNIT"] == "opsbot-approver.service"
     told = announced(phone, second["plan_id"])
-    assert {m["approver"] for m in told} == {"alice", "bob", "carol", "dave", "erin"}, told
-    assert {m["event"] for m in told} == {"plan.approved_by_rule"}, told
-    assert all(m["rule"] == RULE and not m.get("approve_url") for m in told), told
-    assert f"rule {RULE} approved plan {second['plan_id']}" in told[0]["text"], told[0]
+    by_rule_told = [m for m in told if m["event"] == "plan.approved_by_rule"]
+    everyone = {"alice", "bob", "carol", "dave", "erin"}
+    assert {m["approver"] for m in by_rule_told} == everyone, told
+    assert {m["event"] for m in told} <= {"plan.approved_by_rule", "incident.ended"}, told
+    assert all(m["rule"] == RULE and not m.get("approve_url") for m in by_rule_told), told
+    assert f"rule {RULE} approved plan {second['plan_id']}" in by_rule_told[0]["text"]
+    # ... and once it VERIFIED, that the incident ended, with a link to its status.
+    ended = [m for m in announced(phone, second["plan_id"]) if m["event"] == "incident.ended"]
+    assert {m["approver"] for m in ended} == everyone, ended
+    assert ended[0]["state"] == "VERIFIED" and ended[0]["approved_by"] == f"rule {RULE}"
+    status_page = phone.click(ended[0]["status_url"])["get"]
+    assert status_page["status"] == 200, status_page
+    assert "VERIFIED" in status_page["text"] and f"Approved by rule {RULE}" in status_page["text"]
     summary = rule_summary(ct)
     assert summary["mode"] == "enforce" and summary["approved"] == 1, summary
 
@@ -236,6 +247,12 @@ def test_a_rule_earns_trust_in_shadow_approves_in_enforce_and_stands_back_after_
     decision = ruled(ct, third)
     assert (decision["outcome"], decision["rule"]) == ("approved", RULE), decision
     assert wait_state(ct, third, FINAL, timeout=APPLIED_AND_JUDGED) == "UNRESOLVED"
+    # Every approver hears it did not hold: what opsbot-verify saw, and the status link.
+    unresolved = [m for m in announced(phone, third) if m["event"] == "plan.unresolved"]
+    assert {m["approver"] for m in unresolved} == everyone, unresolved
+    assert unresolved[0]["verification"] and unresolved[0]["approved_by"] == f"rule {RULE}"
+    status_page = phone.click(unresolved[0]["status_url"])["get"]
+    assert status_page["status"] == 200 and "UNRESOLVED" in status_page["text"], status_page
 
     def followed_up() -> list[dict[str, Any]]:
         out = ct.journal("-o", "json", f"FOLLOW_UP_OF={third}", "EVENT=diagnose.finished")

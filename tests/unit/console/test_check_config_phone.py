@@ -102,3 +102,32 @@ def test_listen_unix_moves_the_page_to_a_socket_only_the_proxy_group_opens(
     assert "SocketGroup=www-data" in lines and "SocketMode=0660" in lines
     tcp = render(OpsbotConfig(), tmp_path / "opsbot.toml")
     assert not [line for line in tcp[where].splitlines() if line.startswith("ListenStream")]
+
+
+def test_a_teams_or_apprise_channel_without_its_url_is_named(tmp_path: Path) -> None:
+    """Bob's Teams room and his Telegram through Apprise read their URL from
+    /etc/opsbot/notify/NAME, as Slack does: without that file they send nothing, and the
+    check names both; his ntfy topic, whose token is optional, is not named. Once the
+    files are there, neither is named."""
+    text = (
+        CONFIG
+        + """
+[notify.channels.room]
+kind = "teams"
+[notify.channels.phone-tg]
+kind = "apprise"
+[notify.channels.topic]
+kind = "ntfy"
+url = "https://ntfy.example.com/opsbot"
+[approvers.bob]
+notify = ["room", "phone-tg", "topic"]
+"""
+    )
+    said = _warnings(tmp_path, text)
+    assert any("channel room (teams) has no secret" in w for w in said), said
+    assert any("channel phone-tg (apprise) has no secret" in w for w in said), said
+    assert not any("channel topic" in w for w in said), said
+    (tmp_path / "notify" / "room").write_text("https://x.logic.azure.com/workflows/1\n")
+    (tmp_path / "notify" / "phone-tg").write_text("tgram://BOT_TOKEN/CHAT_ID\n")
+    said = _warnings(tmp_path, text)
+    assert not any("channel room" in w or "channel phone-tg" in w for w in said), said

@@ -22,12 +22,14 @@ from slack_sdk.models.blocks import Block
 from structlog.testing import capture_logs
 
 from notify_svc.channels import slack, teams
-from notify_svc.message import Message, render, render_digest, render_ruled
+from notify_svc.message import Message, render, render_digest
+from notify_svc.news import render_ruled
 from notify_svc.run import notify
 from shared_schema.approver_socket import Announced, Notice, StepView
 from testbed.skips import skip_unless
 from tests.unit.notify.test_notify_support import (
     PLAN_ID,
+    WATCH,
     Sleeps,
     approver,
     config,
@@ -77,13 +79,15 @@ def cards() -> dict[str, Message]:
         plan_brief(goal=MARKUP * 180, argv=[["systemctl", "start", MARKUP * 180]] * 12),
         why=[MARKUP * 180] * 2,
         runs=MARKUP * 180,
+        watch=WATCH,
     )
     return {
         "waiting": render(notice(), "alice", BASE),
         "waiting, no link_base": render(notice(), "alice", None),
         "waiting, longest": render(longest_plan(), "alice", BASE),
-        "ruled": render_ruled(rule_notice(), "alice"),
-        "ruled, longest": render_ruled(long_rule, "alice"),
+        "ruled": render_ruled(rule_notice(), "alice", None),
+        "ruled, status": render_ruled(rule_notice(watch=WATCH), "alice", BASE),
+        "ruled, longest": render_ruled(long_rule, "alice", BASE),
         "digest of 600": render_digest(
             [notice(plan_view(f"20261201-183500-{i:08x}")) for i in range(600)], "alice", BASE
         ),
@@ -209,10 +213,10 @@ def test_a_goal_written_as_slack_markup_cannot_ping_or_draw_a_link() -> None:
 
 
 def test_a_rule_approved_plan_on_slack_has_no_button_and_says_how_to_follow_it() -> None:
-    """Nothing is left to decide: no button. The page's status view needs a token and a
-    rule's plan has none, so the card says, as the text does, that `opsbot show ID` on the
-    host follows it, and how to pause every rule."""
-    blocks = slack.blocks(render_ruled(rule_notice(), "alice").card)
+    """Nothing is left to decide, and this approver minted no status link: no button.
+    The card says, as the text does, that `opsbot show ID` on the host follows it, and
+    how to pause every rule."""
+    blocks = slack.blocks(render_ruled(rule_notice(), "alice", BASE).card)
     assert not [b for b in blocks if b["type"] == "actions"]
     fields = [f["text"] for f in blocks[1]["fields"]]
     assert f"*Rule*\nnight-restarts (sha256 {rule_notice().rule_sha256[:12]})" in fields
@@ -366,9 +370,9 @@ def test_a_goal_written_as_markdown_is_shown_as_text_on_teams() -> None:
 
 
 def test_a_rule_approved_plan_on_teams_has_no_button_and_says_how_to_follow_it() -> None:
-    """No action (nothing to decide, and no status view for a rule's plan): the card
-    names the rule and ends with how to follow the plan and to pause every rule."""
-    card = teams.adaptive_card(render_ruled(rule_notice(), "alice").card)
+    """No action (nothing to decide, and no status link was minted for this plan): the
+    card names the rule and ends with how to follow the plan and to pause every rule."""
+    card = teams.adaptive_card(render_ruled(rule_notice(), "alice", BASE).card)
     assert card["actions"] == []
     texts = [e["text"] for e in elements(card) if e["type"] == "TextRun"]
     assert texts[-2:] == [
@@ -431,7 +435,7 @@ def test_slack_and_teams_each_get_their_card_at_the_url_of_their_credential(
     assert waiting["blocks"][5]["elements"][0]["url"] == f"{BASE}/p/{token(n, 'alice', 'approve')}"
     assert [json.loads(r.body) for r in teams_hook.requests] == [
         teams.envelope(render(n, "alice", BASE).card),
-        teams.envelope(render_ruled(ruled, "alice").card),
+        teams.envelope(render_ruled(ruled, "alice", BASE).card),
     ]
     for request in teams_hook.requests:
         assert adaptive_card_errors(json.loads(request.body)["attachments"][0]["content"]) == []

@@ -18,7 +18,7 @@ import pytest
 from aiosmtpd.controller import Controller
 from structlog.testing import capture_logs
 
-from notify_svc.message import render_ruled
+from notify_svc.news import render_ruled
 from notify_svc.run import notify
 from shared_schema.approver_socket import Announced
 from tests.unit.notify.test_notify_email import Inbox
@@ -63,7 +63,7 @@ def test_the_message_says_which_rule_approved_what_and_why_and_holds_no_link() -
     for app.service on web1, the command it runs, the evidence, that it runs at once and
     will be verified (and how to follow it), and how to pause every rule. No link and no
     approve command: there is nothing to decide."""
-    message = render_ruled(rule_notice(), "alice")
+    message = render_ruled(rule_notice(), "alice", BASE)
     head = f"opsbot: rule night-restarts approved plan {PLAN_ID} for app.service on web1"
     assert message.subject == head
     assert message.text.splitlines() == [
@@ -85,7 +85,7 @@ def test_a_plan_that_waits_for_its_window_says_when_it_runs() -> None:
     """A rule approved it outside the apply window: the message says it runs in the
     window, not at once; the webhook's ``runs`` says the same."""
     runs = "in its apply window, Wed 2026-12-02 02:00 UTC to 04:00"
-    message = render_ruled(rule_notice(runs=runs), "alice")
+    message = render_ruled(rule_notice(runs=runs), "alice", None)
     assert f"It runs {runs}, and will be verified; opsbot show {PLAN_ID}" in message.text
     assert "at once" not in message.text
     assert message.document["runs"] == runs
@@ -93,8 +93,9 @@ def test_a_plan_that_waits_for_its_window_says_when_it_runs() -> None:
 
 def test_the_webhook_document_is_a_plan_approved_by_rule_event() -> None:
     """A receiver that files events tells this one from a plan that waits by its
-    ``event``; it gets the rule, its sha256, each step's argv, the why and no link."""
-    document = render_ruled(rule_notice(approvers=("alice", "bob")), "bob").document
+    ``event``; it gets the rule, its sha256, each step's argv, the why and no decision
+    link (and, the approver having minted no status link, ``status_url`` null)."""
+    document = render_ruled(rule_notice(approvers=("alice", "bob")), "bob", None).document
     assert document["event"] == "plan.approved_by_rule"
     assert (document["plan_id"], document["sha256"]) == (PLAN_ID, SHA256)
     assert (document["rule"], document["rule_sha256"]) == ("night-restarts", RULE_SHA256)
@@ -103,7 +104,8 @@ def test_the_webhook_document_is_a_plan_approved_by_rule_event() -> None:
     assert document["approved_at"] == "2026-12-01T18:35:00+00:00"
     assert document["runs"] == "at once" and document["approver"] == "bob"
     assert document["pause"] == "sudo opsbot policy pause"
-    assert not any("url" in key for key in document)
+    assert [key for key in document if "url" in key] == ["status_url"]
+    assert document["status_url"] is None
 
 
 def test_text_from_the_plan_is_shown_as_escapes_and_long_plans_are_cut() -> None:
@@ -113,7 +115,7 @@ def test_text_from_the_plan_is_shown_as_escapes_and_long_plans_are_cut() -> None
     steps = [["systemctl", "start", f"u{i}\x1b[2J.service"] for i in range(12)]
     brief = plan_brief(host="web1\x1b]8;;http://evil\x07", goal="start\u202e app", argv=steps)
     notice = rule_notice(brief, why=["killed\nPause every rule: nothing", "x" * 900])
-    message = render_ruled(notice, "alice")
+    message = render_ruled(notice, "alice", None)
     for shown in (message.text, message.subject, repr(message.document)):
         assert "\x1b" not in shown and "\u202e" not in shown and "\x07" not in shown
     assert "web1\\x1b]8;;http://evil\\x07" in message.subject

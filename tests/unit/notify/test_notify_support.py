@@ -1,6 +1,7 @@
 """What the opsbot-notify tests run against, all real and all started by the test: a
 stand-in for root's opsbot-approver on a Unix socket that answers ``announce`` with real
-``Announced`` lines (plans that wait, and plans a standing rule approved), HTTP receivers
+``Announced`` lines (plans that wait, plans a standing rule approved, and how plans that
+ran turned out), HTTP receivers
 on 127.0.0.1 (a webhook that checks the signature as docs/operating.md tells receivers
 to, a Slack or ntfy endpoint, receivers that fail), a credentials directory as systemd
 makes it, and a sleep that only records.
@@ -31,6 +32,7 @@ from shared_schema.approver_socket import (
     Announced,
     Link,
     Notice,
+    OutcomeNotice,
     PlanBrief,
     PlanView,
     RuleNotice,
@@ -128,6 +130,49 @@ def rule_notice(
     }
     fields.update(changes)
     return RuleNotice(**fields)
+
+
+#: A status link's token (``<link_base>/p/WATCH/status``), as the approver mints one.
+WATCH = "W4tchT0ken-readonly_xy"
+
+
+def outcome_notice(
+    kind: str = "unresolved",
+    plan: PlanBrief | None = None,
+    approvers: tuple[str, ...] = ("alice",),
+    **changes: Any,
+) -> OutcomeNotice:
+    """What the approver tells of the rule's plan once it ran: ``unresolved`` (opsbot-verify
+    saw app.service fail again, a follow-up diagnosis may come), or ``ended`` (VERIFIED,
+    the incident is over); no status link unless ``watch`` is given."""
+    unresolved = kind == "unresolved"
+    fields: dict[str, Any] = {
+        "kind": kind,
+        "plan": plan_brief() if plan is None else plan,
+        "state": "UNRESOLVED" if unresolved else "VERIFIED",
+        "at": NOW + timedelta(minutes=6),
+        "reason": "app.service failed again" if unresolved else "app.service held 5 min",
+        "verification": (
+            [
+                "app.service is failed (signal)",
+                "journal: Main process exited, code=killed, status=9/KILL",
+            ]
+            if unresolved
+            else ["app.service is active (running) since 18:36 UTC"]
+        ),
+        "incident": PLAN_ID,
+        "plans": 1,
+        "started_at": NOW,
+        "approved_by": "rule night-restarts",
+        "next": (
+            "a follow-up diagnosis may propose another plan (its link comes as any plan's)"
+            if unresolved
+            else ""
+        ),
+        "approvers": list(approvers),
+    }
+    fields.update(changes)
+    return OutcomeNotice(**fields)
 
 
 def token(n: Notice, approver: str, decision: str) -> str:

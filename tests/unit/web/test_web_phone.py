@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from shared_schema.approver_socket import Follow
+from shared_schema.approver_socket import Follow, Followed
 from shared_schema.states import PlanState
+from testbed.scripted_approver import brief_of, plan_view
 from tests.unit.web.conftest import APPROVE, REJECT, Start, Web, csrf_of
 from web_svc.words import relative, relayed, span, time_element
 
@@ -162,3 +163,28 @@ def test_relayed_text_is_escaped_and_has_no_raw_backticks() -> None:
         '<time datetime="2026-12-01T15:33:01+00:00" title="2026-12-01 15:33:01 UTC">'
         "3 min ago</time>; a  alone &amp; 2026-13-45T99:99:99+00:00"
     )
+
+
+def test_a_status_link_from_a_news_message_shows_who_approved(start_web: Start) -> None:
+    """The status link of a news message (a rule approved the plan; it ended UNRESOLVED)
+    shows the plan, approved by the rule, UNRESOLVED, with what opsbot-verify saw, and
+    offers no form: the page only asked ``follow``."""
+    web = start_web()
+    watch = "W" * 21 + "w"
+    at = datetime.now(UTC) - timedelta(minutes=5)
+    web.approver.watches[watch] = Followed(
+        plan=brief_of(plan_view()),
+        approved_by="rule night-restarts",
+        approved_at=at,
+        state=PlanState.UNRESOLVED,
+        since=at + timedelta(minutes=2),
+        verification=["app.service failed again: port 8080 refused"],
+    )
+    with web.client() as client:
+        page = client.get(f"/p/{watch}/status")
+    assert page.status_code == 200
+    assert '<span id="state">UNRESOLVED</span>' in page.text
+    assert 'id="decided">Approved by rule night-restarts' in page.text
+    assert "port 8080 refused" in page.text
+    assert "<form" not in page.text and "http-equiv" not in page.text
+    assert web.approver.requests == [Follow(token=watch)]
