@@ -110,9 +110,9 @@ def outcomes(service: ApproverService, state: ApproverState, now: datetime) -> l
             continue
         key = f"{plan_id}:{kind}"
         at = status.history[-1].at
-        if key in state.told or now - at > OUTCOME_HORIZON:
+        if key in state.told or now - at >= OUTCOME_HORIZON:
             continue
-        state.told[key] = at + OUTCOME_HORIZON
+        state.mark_told(key, at + OUTCOME_HORIZON)
         if not approvers:
             continue
         try:
@@ -141,7 +141,12 @@ def _notice(
     last = status.history[-1]
     incident = record.incident_id
     plans = members(store, incident) or [plan_id]
-    started = record.submitted_at if incident == plan_id else store.load(incident).submitted_at
+    started = record.submitted_at
+    if incident != plan_id:
+        try:
+            started = store.load(incident).submitted_at
+        except OpsbotError as exc:  # the news is still told, from this plan's own time
+            log.warning("news.incident_unreadable", incident=incident, reason=exc.message)
     seen = status.verification.evidence if status.verification else []
     by, _ = approved_by(status)
     return OutcomeNotice(
@@ -155,22 +160,24 @@ def _notice(
         plans=len(plans),
         started_at=started,
         approved_by=by,
-        next=_next(service, plan_id, status.state, plans),
+        next=_next(service, store, plan_id, status.state, plans),
         approvers=[],
         watch=watch(state, plan_id, record.sha256, now),
     )
 
 
-def _next(service: ApproverService, plan_id: str, state: PlanState, plans: list[str]) -> str:
+def _next(
+    service: ApproverService, store: PlanStore, plan_id: str, state: PlanState, plans: list[str]
+) -> str:
     """What comes after this outcome, in words."""
     show = f"`opsbot show {plan_id}` on the host"
     if state is PlanState.VERIFIED:
         return ""
     if state is not PlanState.UNRESOLVED:
         return f"nothing runs again by itself: a human must look ({show})"
-    later = [p for p in plans if p > plan_id]
-    if later:
-        return f"plan {later[-1]} follows it; its link comes as any plan's"
+    follower = _follower(store, plan_id, plans)
+    if follower:
+        return f"plan {follower} follows it; its link comes as any plan's"
     cap = service.policy.max_plans_per_incident
     if len(plans) >= cap:
         return f"the incident has had its {cap} plans: a human must look ({show})"
@@ -178,3 +185,16 @@ def _next(service: ApproverService, plan_id: str, state: PlanState, plans: list[
         "a follow-up diagnosis may propose another plan (its link comes as any plan's); "
         f"if none comes, a human must look ({show})"
     )
+
+
+def _follower(store: PlanStore, plan_id: str, plans: list[str]) -> str:
+    """The plan of the incident that follows ``plan_id`` ("" for none yet)."""
+    for later in plans:
+        if later <= plan_id:
+            continue
+        try:
+            if store.verified_plan(store.load(later)).follows == plan_id:
+                return later
+        except OpsbotError:
+            continue
+    return ""

@@ -39,6 +39,8 @@ MAX_SOURCES = 2000
 #: Status links the news messages carried (approver_svc.news): past it, the soonest to
 #: expire are forgotten.
 MAX_WATCHES = 2000
+#: Outcomes remembered as told (each for an hour): past it, the oldest are forgotten.
+MAX_TOLD = 5000
 
 
 class Model(BaseModel):
@@ -162,6 +164,14 @@ class ApproverState(Model):
             order = sorted(self.watches.items(), key=lambda kv: kv[1].expires_at)
             self.watches = dict(order[len(self.watches) - MAX_WATCHES :])
 
+    def mark_told(self, key: str, until: datetime) -> None:
+        """Remember that outcome ``key`` was told, until ``until``; past MAX_TOLD the
+        soonest forgotten go first."""
+        self.told[key] = until
+        if len(self.told) > MAX_TOLD:
+            order = sorted(self.told.items(), key=lambda kv: kv[1])
+            self.told = dict(order[len(self.told) - MAX_TOLD :])
+
     def memory(self, approver: str) -> ApproverMemory:
         return self.approvers.setdefault(approver, ApproverMemory())
 
@@ -234,8 +244,17 @@ class StateFile:
         then the soonest to expire), so that the next load can always read it."""
         self._check_directory()
         data = state.model_dump_json().encode() + b"\n"
-        while len(data) > MAX_STATE_BYTES and (state.ruled or state.tokens):
-            if state.ruled:  # the rules' history goes before any link a human needs
+        while len(data) > MAX_STATE_BYTES and (state.watches or state.ruled or state.tokens):
+            if state.watches:  # a status link shows; it goes before what decides
+                shed = len(state.watches) // 4 + 1
+                order = sorted(state.watches.items(), key=lambda kv: kv[1].expires_at)
+                state.watches = dict(order[shed:])
+                log.warning(
+                    "state.shed",
+                    status_links=shed,
+                    reason=f"the state would pass {MAX_STATE_BYTES} bytes; status links forgotten",
+                )
+            elif state.ruled:  # the rules' history goes before any link a human needs
                 shed = state.shed_rules(len(state.ruled) * 3 // 4)
                 log.warning(
                     "state.shed",

@@ -119,13 +119,16 @@ def _tell_news(
     time_left: Callable[[], float],
 ) -> None:
     """Tell each approver ``notice`` names, once, that a rule approved its plan or how
-    the plan turned out, on each of their channels."""
+    the plan turned out, on each of their channels. News is the same for everyone: a
+    channel two approvers share (a team's Slack, one ntfy topic) gets it once, as the
+    first of them."""
+    done: set[str] = set()
     for approver in dict.fromkeys(notice.approvers):
         if isinstance(notice, RuleNotice):
             message = render_ruled(notice, approver, link_base)
         else:
             message = render_outcome(notice, approver, link_base)
-        _send(config, senders, summary, message, sleep, time_left)
+        _send(config, senders, summary, message, sleep, time_left, skip=done)
 
 
 def _send(
@@ -135,15 +138,21 @@ def _send(
     message: Message,
     sleep: Callable[[float], None],
     time_left: Callable[[], float],
+    skip: set[str] | None = None,
 ) -> None:
     """``message`` on each channel of its approver, each counted sent or failed; an
-    approver without a channel is a warning (they act on the host)."""
+    approver without a channel is a warning (they act on the host). With ``skip``, the
+    channels in it are left out, and each channel tried is added to it."""
     approver = message.approver
     settings = config.approvers.get(approver)
     if settings is None or not settings.notify:
         log.warning("notify.no_channels", approver=approver, plan_id=message.plan_id)
         return
     for name in settings.notify:
+        if skip is not None:
+            if name in skip:
+                continue
+            skip.add(name)
         sender = senders.get(name)
         ok = False
         if not isinstance(sender, CredentialError):

@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 
 import jinja2
 import structlog
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -52,6 +53,7 @@ from shared_schema.approver_socket import (
     Viewed,
 )
 from shared_schema.config import WebSettings
+from shared_schema.escape import printable
 from web_svc.approver import ApproverClient
 from web_svc.guard import Client, Guard
 from web_svc.limits import Clock, RateLimiter
@@ -101,11 +103,21 @@ NOTHING_TO_FOLLOW = (
 FOLLOW_SECONDS = 10
 
 
+def _shown(value: Any) -> Any:
+    """Every text a page shows, before it is HTML-escaped: control characters and
+    bidirectional overrides as escapes (what a unit logged reaches the page as evidence and
+    verification). Markup the page built itself passes as it is."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return printable(value)
+    return value
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("web_svc", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
+        finalize=_shown,
     )
     env.filters["shell"] = shlex.join
     env.globals.update(style=STYLE, exact=exact)

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 from markupsafe import Markup, escape
 
+from shared_schema.escape import printable
 from shared_schema.states import PlanState
 
 #: A relayed text's `inline code` and ISO 8601 times (as datetime.isoformat writes them).
@@ -85,6 +86,7 @@ def relayed(text: str, now: datetime) -> Markup:
     a backtick that opens no code is dropped."""
     out = Markup()
     last = 0
+    text = printable(text)
     for found in _RELAYED.finditer(text):
         out += escape(text[last : found.start()].replace("`", ""))
         if found["code"] is not None:

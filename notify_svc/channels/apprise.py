@@ -3,7 +3,9 @@ through Apprise (https://github.com/caronc/apprise): the Apprise URL that is the
 channel's credential ``notify_<channel>`` (``tgram://TOKEN/CHAT``, ``discord://ID/TOKEN``,
 ``gotifys://HOST/TOKEN`` ...; it holds the channel's secrets, so it is never logged or
 quoted) gets the message's subject as the title and its plain text as the body, marked
-as text so that a channel which reads Markdown or HTML gets it escaped.
+as text so that a channel which reads HTML gets it escaped, and :func:`defanged` first:
+Discord, Slack, Matrix and the like take plain text as Markdown and act on mentions, so
+every mention and link syntax in it is broken by a zero-width space.
 
 Apprise is the extra ``opsbot[apprise]``, imported only when a channel of this kind is
 built. It runs inside opsbot-notify's sandbox, held to what the other channels are held
@@ -72,6 +74,22 @@ def blank_out(text: str, url: str) -> str:
     return text
 
 
+#: Put after what would ping or draw a link: invisible, and it breaks the syntax.
+ZERO_WIDTH_SPACE = "\u200b"
+
+
+def defanged(text: str) -> str:
+    """``text`` with every mention and link syntax a chat would act on broken by a zero-width
+    space: ``@everyone``, ``@here``, ``@room``, ``<@123>`` (Apprise's Discord plugin itself
+    turns any ``@name`` or ``@123`` of the body into a ping), a Markdown link
+    ``[label](url)``, a Slack-style ``<url|label>`` or ``<!channel>``. The text came in part
+    from a model that read the journal; the chats that take it as plain text show it as
+    it was. A bare URL stays whole (the chat still links it)."""
+    for syntax in ("@", "<", "]("):
+        text = text.replace(syntax, syntax[0] + ZERO_WIDTH_SPACE + syntax[1:])
+    return text
+
+
 def _shown(url: str) -> str:
     """What a message may say of the URL: its schema, if it looks like one."""
     schema = url.partition("://")[0]
@@ -120,7 +138,9 @@ class AppriseSender:
     def send(self, message: Message) -> None:
         with no_proxy_environment():
             result = self.apprise.notify(
-                body=message.text, title=message.subject, body_format=self.body_format
+                body=defanged(message.text),
+                title=defanged(message.subject),
+                body_format=self.body_format,
             )
         if result:
             return

@@ -44,7 +44,8 @@ Protocol); a person does not type it. Configure the client:
 The tools: diagnose, list_plans, show_plan, plan_story. They run as you, over the sockets
 your `opsbot` uses, with your groups (opsbot-operators; plan_story also systemd-journal)
 and the diagnosis quotas, and change nothing on the host. There is no approve tool: a
-person approves with `sudo opsbot approve ID --sha256 ...` or on the approval page. Text
+person approves with `sudo opsbot approve ID --sha256 ...` or on the approval page (or a
+standing rule root wrote in opsbot.toml approves it). Text
 the host logged reaches the agent quoted, as data. Errors are the console's, as MCP tool
 errors.
 

@@ -78,8 +78,9 @@ def _plain(key: str, value: str) -> bool:
 def approval_lines(plan_id: str, sha256: str) -> list[str]:
     """How a person approves a waiting plan; this server cannot, nor can its client."""
     return [
-        "It runs only after a person approves this exact plan (this server has no approve "
-        "tool; no agent can approve):",
+        "It runs only once approved: by a person, for this exact plan, or by a standing "
+        "rule root wrote in opsbot.toml ([[approve.rule]]; `opsbot policy report` says what "
+        "the rules decided). This server has no approve tool; no agent can approve:",
         f"  root on this host, after `opsbot show {plan_id}`: "
         f"sudo opsbot approve {plan_id} --sha256 {sha256}",
         "  or an approver, on opsbot's approval page: the link opsbot-notify sent them, "
@@ -102,7 +103,8 @@ def verdict_result(verdict: PlanVerdict | NoteVerdict, status: int, symptom: str
     if isinstance(verdict, PlanVerdict):
         plan = verdict.plan
         lines += [
-            f"verdict: plan {verdict.plan_id} proposed; it waits for approval",
+            f"verdict: plan {verdict.plan_id} proposed; it waits for approval (a person's, "
+            "or a standing rule's)",
             f"sha256: {verdict.sha256}",
             "steps (the exact argv each runs, as root's apply will run it):",
         ]
@@ -169,8 +171,8 @@ def plans_result(shown: Sequence[Mapping[str, Any]], total: int | None, limit: i
         lines.append(f"({total} stored plans match; at most {limit} are listed: limit for more)")
     if any(p["state"] == "PROPOSED" for p in shown):
         lines.append(
-            "A PROPOSED plan waits for a person's approval (show_plan says how); "
-            "no agent can approve."
+            "A PROPOSED plan waits for a person's approval, or a standing rule root wrote "
+            "(show_plan says how); no agent can approve."
         )
     return bounded(lines, quoted)
 

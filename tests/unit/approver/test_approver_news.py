@@ -179,3 +179,71 @@ def test_without_approvers_outcomes_are_marked_and_never_told_later(
         ran(lonely, a.plan_id, PlanState.VERIFIED)
         assert outcomes(lonely) == []
         assert f"{a.plan_id}:ended" in lonely.service.state.load().told
+
+
+def test_an_unresolved_plan_names_the_plan_that_follows_it_or_the_cap(
+    tmp_path: Path, store: PlanStore, approvals_dir: Path
+) -> None:
+    """On a host that allows two plans an incident: the first plan ended UNRESOLVED and
+    its follow-up was stored before the news went out: the news names the follow-up. The
+    follow-up ends UNRESOLVED too: the incident has had its two plans, a human must look."""
+    from shared_schema import Plan
+    from tests.unit.plans.helpers import DIAGNOSE, POLICY, plan_of, step
+
+    capped = POLICY.model_copy(update={"max_plans_per_incident": 2})
+    with bench(tmp_path, store, approvals_dir, policy=capped) as b:
+        first = b.submit()
+        ran(b, first.plan_id, PlanState.UNRESOLVED)
+        b.clock.advance(5)
+        again = Plan.model_validate(
+            {**plan_of(step("start_unit", "nginx.service")).model_dump(), "follows": first.plan_id}
+        )
+        follow_id, _, _ = b.store.add(again, DIAGNOSE, b.clock(), incident=first.plan_id)
+        b.submit(b.store.load(follow_id))
+        (told,) = outcomes(b)
+        assert told.next == f"plan {follow_id} follows it; its link comes as any plan's"
+        assert (told.incident, told.plans) == (first.plan_id, 2)
+        ran(b, follow_id, PlanState.UNRESOLVED)
+        (last,) = outcomes(b)
+        assert (last.plan.plan_id, last.incident, last.plans) == (follow_id, first.plan_id, 2)
+        assert last.next.startswith("the incident has had its 2 plans: a human must look")
+
+
+def test_a_burst_of_outcomes_is_told_in_batches_newest_first(b: Bench) -> None:
+    """Thirty plans ended within the hour: the first announce tells the twenty newest,
+    the next the ten others, and none twice."""
+    from approver_svc.news import MAX_OUTCOMES
+
+    ids = []
+    for n in range(30):
+        record = b.submit(unit=f"app{n}.service")
+        ran(b, record.plan_id, PlanState.VERIFIED)
+        ids.append(record.plan_id)
+        b.clock.advance(1)
+    first, second = outcomes(b), outcomes(b)
+    assert [n.plan.plan_id for n in first] == ids[::-1][:MAX_OUTCOMES]
+    assert sorted(n.plan.plan_id for n in [*first, *second]) == sorted(ids)
+    assert outcomes(b) == []
+
+
+def test_status_links_are_bounded_and_shed_before_any_decision_link(
+    b: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past its byte limit the approver's state sheds status links first: alice's link
+    to approve still works, and the file is written within the limit."""
+    from approver_svc import state as state_module
+    from approver_svc.news import watch
+
+    a = b.submit()
+    link = b.links(a.plan_id)[("alice", "approve")]
+    state = b.service.state.load()
+    for _ in range(state_module.MAX_WATCHES + 50):
+        watch(state, a.plan_id, a.sha256, b.clock())
+    assert len(state.watches) == state_module.MAX_WATCHES
+    limit = len(state.model_dump_json()) // 2
+    monkeypatch.setattr(state_module, "MAX_STATE_BYTES", limit)
+    b.service.state.save(state)
+    assert len(b.state_bytes()) <= limit
+    kept = b.service.state.load()
+    assert 0 < len(kept.watches) < state_module.MAX_WATCHES
+    assert isinstance(b.decide(link.token, b.code()), Decided)

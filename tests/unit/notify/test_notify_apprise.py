@@ -191,7 +191,7 @@ def test_a_goal_with_markup_reaches_an_html_channel_escaped(tmp_path: Path) -> N
         run(tmp_path, apprise_config(), credentials(tmp_path / "c", {"phone": url}), [n])
     (request,) = hook.requests
     message = json.loads(request.body)["message"]
-    assert "&lt;a" in message and "<a" not in message
+    assert "&lt;" in message and "<a" not in message and "<\u200ba" not in message
 
 
 @pytest.mark.parametrize("url_says", ["", "?redirect=yes"])
@@ -411,3 +411,35 @@ def test_the_apprise_config_in_the_manual_is_valid() -> None:
     assert {c.kind for c in cfg.notify.channels.values()} == {"apprise"}
     assert len(cfg.notify.channels) == 3
     assert "149.154.160.0/20" in cfg.notify.ip_allow and "localhost" in cfg.notify.ip_allow
+
+
+def test_on_discord_a_mention_or_a_disguised_link_from_the_journal_does_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A goal a model wrote from the journal says "@everyone [Review and approve](evil)":
+    Discord draws plain text as Markdown, and Apprise's Discord plugin turns any @name into
+    a ping. What Discord gets pings no one (no allow_mentions, no @everyone) and draws no
+    link but the page's own. Discord itself cannot run here: its HTTP POST is caught."""
+    import requests
+
+    posted: list[dict[str, Any]] = []
+
+    def caught(url: str, *args: Any, **kwargs: Any) -> requests.Response:
+        posted.append(json.loads(kwargs.get("data") or "{}"))
+        answer = requests.Response()
+        answer.status_code = 204
+        answer._content = b""
+        return answer
+
+    monkeypatch.setattr(requests, "post", caught)
+    goal = "@everyone <@&42> [Review and approve](https://evil.example/p/x) now"
+    n = notice(plan_view(goal=goal))
+    url = b"discord://1234567890/abcdefghijklmnopqrstuvwxyz?format=text"
+    summary = run(tmp_path, apprise_config(), credentials(tmp_path / "c", {"phone": url}), [n])
+    assert summary.ok, summary
+    (payload,) = posted
+    content = json.dumps(payload, ensure_ascii=False)
+    assert "allow_mentions" not in payload, payload
+    assert "@everyone" not in content and "<@&42>" not in content
+    assert "](https://evil.example" not in content
+    assert f"{BASE}/p/" in content  # the page's own link, whole

@@ -489,3 +489,33 @@ def test_on_ntfy_a_fix_that_did_not_hold_is_urgent_and_an_incident_that_verified
         ("default", "opsbot,white_check_mark", STATUS),
     ]
     assert all("actions" not in r.headers for r in topic.requests)
+
+
+def test_a_channel_two_approvers_share_gets_the_news_once(tmp_path: Path) -> None:
+    """alice and bob both read the team's Slack channel, and bob his own ntfy topic too:
+    the UNRESOLVED news is posted once to the team channel and once to bob's topic,
+    while a plan that waits still goes to each of them with their own links."""
+    with receiver() as chat, receiver() as topic:
+        cfg = config(
+            notify={
+                "link_base": BASE,
+                "channels": {
+                    "team": {"kind": "slack"},
+                    "bob-phone": {"kind": "ntfy", "url": topic.url("/bob")},
+                },
+            },
+            approvers={"alice": {"notify": ["team"]}, "bob": {"notify": ["team", "bob-phone"]}},
+        )
+        creds = credentials(tmp_path / "c", {"team": chat.url("/services/T/B/X").encode()})
+        told = Announced(
+            notices=[notice(approvers=("alice", "bob"))],
+            outcomes=[outcome_notice(approvers=("alice", "bob"), watch=WATCH)],
+        )
+        with approver(tmp_path / "a.sock", [told]) as fake:
+            summary = notify(cfg, socket_path=fake.path, credentials=creds, sleep=Sleeps())
+    # The question: alice's on team, bob's on team and his topic; the news: team, topic.
+    assert summary.ok and summary.sent == 3 + 2
+    heads = [json.loads(r.body)["text"].splitlines()[0] for r in chat.requests]
+    assert sum(h.endswith("is UNRESOLVED") for h in heads) == 1, heads
+    assert sum(h.endswith("waits for approval") for h in heads) == 2, heads
+    assert [r.headers["title"].endswith("is UNRESOLVED") for r in topic.requests] == [False, True]

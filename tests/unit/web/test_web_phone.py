@@ -188,3 +188,30 @@ def test_a_status_link_from_a_news_message_shows_who_approved(start_web: Start) 
     assert "port 8080 refused" in page.text
     assert "<form" not in page.text and "http-equiv" not in page.text
     assert web.approver.requests == [Follow(token=watch)]
+
+
+def test_what_verify_saw_is_shown_with_its_bidi_and_control_characters_escaped(
+    start_web: Start,
+) -> None:
+    """A unit logged a right-to-left override and an escape sequence, and opsbot-verify
+    quoted the line: the status view shows them as escapes, never as characters the
+    browser would obey."""
+    web = start_web()
+    watch = "W" * 21 + "x"
+    web.approver.watches[watch] = Followed(
+        plan=brief_of(plan_view()),
+        state=PlanState.UNRESOLVED,
+        reason="verify: app.service \u202etxt.exe\u202c failed",
+        verification=["journal: \x1b[31mapprove now\u202e"],
+    )
+    failed = "F" * 21 + "x"  # one that ended without a verification: its reason shows
+    web.approver.watches[failed] = web.approver.watches[watch].model_copy(
+        update={"state": PlanState.FAILED, "verification": []}
+    )
+    with web.client() as client:
+        page, other = client.get(f"/p/{watch}/status"), client.get(f"/p/{failed}/status")
+    assert page.status_code == other.status_code == 200
+    for text in (page.text, other.text):
+        assert "\u202e" not in text and "\x1b" not in text
+    assert "journal: \\x1b[31mapprove now\\u202e" in page.text
+    assert "app.service \\u202etxt.exe\\u202c failed" in other.text
