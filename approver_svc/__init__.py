@@ -16,6 +16,10 @@ logged accepting; then it writes exactly the approval ``opsbot approve`` writes
     view      a stored plan as the page and the notification show it
     service   announce, view, decide
     daemon    the socket-activated server: who may ask what
+    rules     the standing rules at work: each plan that waits asked about once
+    news      what the approvers are told that asks nothing: outcomes, status links
+    trigger   opsbot-rules.service: one ``rules`` request, journaled
+    has_rules opsbot-rules.service's condition: does opsbot.toml hold a rule?
 """
 
 from __future__ import annotations
