@@ -237,16 +237,16 @@ def _decide(
 
 
 def untold(service: ApproverService, state: ApproverState, now: datetime) -> list[RuleNotice]:
-    """What to tell the approvers: each plan a rule approved that they were not told of
-    (each is marked told)."""
+    """What to tell the approvers: each plan a rule approved in the last
+    news.OUTCOME_HORIZON that they were not told of (each is marked told)."""
     approvers = sorted(service.config.approvers)
     notices = []
     for plan_id, decision in sorted(state.ruled.items()):
         if decision.outcome != "approved" or decision.told:
             continue
         state.ruled[plan_id] = decision.model_copy(update={"told": True})
-        if not approvers:
-            continue
+        if not approvers or now - decision.at >= news.OUTCOME_HORIZON:
+            continue  # no one to tell; or old news (approvers configured since)
         try:
             record = service.store.load(plan_id)
             plan = service.store.verified_plan(record)

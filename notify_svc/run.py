@@ -189,6 +189,12 @@ def notify(
     settings = config.notify
     link_base = str(settings.link_base) if settings.link_base is not None else None
     summary = Summary()
+    if not config.approvers:
+        # No one to tell: the approver is not even asked (it would start for nothing on
+        # each plan stored and each verdict). The news of this time is not kept for
+        # approvers configured later: theirs begins with theirs.
+        log.info("notify.no_approvers", hint="add [approvers.NAME] to opsbot.toml")
+        return summary
     ends_at = monotonic() + budget_seconds
 
     def time_left() -> float:

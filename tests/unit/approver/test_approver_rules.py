@@ -155,6 +155,18 @@ def test_the_approvers_are_told_once_with_no_link_to_click(enforcing: Bench) -> 
     assert b.announce().ruled == []
 
 
+def test_a_rule_approval_older_than_an_hour_is_not_news(enforcing: Bench) -> None:
+    """The rule approved a plan while no notify asked (notify was down, or no approver was
+    configured then): an hour later the approvers are not told of it."""
+    from approver_svc.news import OUTCOME_HORIZON
+
+    b = enforcing
+    submit(b, "nginx.service")
+    rules(b)
+    b.clock.advance(OUTCOME_HORIZON.total_seconds())
+    assert b.announce().ruled == []
+
+
 def test_announce_asks_the_rules_first_so_no_link_goes_out_for_a_plan_a_rule_approves(
     enforcing: Bench,
 ) -> None:

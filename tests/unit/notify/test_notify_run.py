@@ -116,11 +116,24 @@ def test_a_bad_config_exits_78_with_one_line(env: Path, capsys: pytest.CaptureFi
     assert fake.requests == []
 
 
+def test_without_approvers_the_approver_is_not_asked(
+    env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A host where no one approves from afar (no [approvers.NAME]): each plan stored and
+    each verdict starts opsbot-notify, which ends at once, exit 0, without starting root's
+    approver (its socket is not even there)."""
+    (env / "opsbot.toml").write_text("")
+    assert main([]) == 0
+    err = capsys.readouterr().err
+    assert "notify.no_approvers" in err and "cannot ask the approver" not in err
+    assert not (env / "approver.sock").exists()
+
+
 def test_an_approver_that_is_not_there_exits_1(
     env: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """No approver socket: exit 1 and a line naming the socket."""
-    (env / "opsbot.toml").write_text("")
+    (env / "opsbot.toml").write_text("[approvers.alice]\n")
     assert main([]) == 1
     err = capsys.readouterr().err
     assert f"cannot ask the approver: {env / 'approver.sock'}: does not exist" in err
@@ -141,7 +154,7 @@ def test_a_refusal_or_a_broken_reply_exits_1(
 ) -> None:
     """The approver refuses (notify runs as the wrong user) or answers something that
     is no Announced: exit 1, one line, no traceback."""
-    (env / "opsbot.toml").write_text("")
+    (env / "opsbot.toml").write_text("[approvers.alice]\n")
     with approver(env / "approver.sock", [reply]):
         assert main([]) == 1
     err = capsys.readouterr().err
