@@ -172,6 +172,32 @@ def _unmount(path: Path) -> None:
         _exec(["umount", "-l", str(path)], timeout=30)
 
 
+#: inotify instances root may hold, at least, while containers run. Every booted
+#: systemd takes one per path a path unit watches (opsbot's alone watch eight), and more
+#: for journald, logind, polkit and D-Bus; all the containers' root is the host's root, and
+#: the kernel's default of 128 a uid is spent with five or six booted at once: the next
+#: path unit to start fails ("Job failed"), whichever test it belongs to.
+INOTIFY_INSTANCES = 1024
+INOTIFY_LIMIT = Path("/proc/sys/fs/inotify/max_user_instances")
+
+
+@functools.cache
+def enough_inotify() -> None:
+    """Raise root's inotify instance limit to INOTIFY_INSTANCES if it is lower (once a
+    run; a host setting, as ``sysctl fs.inotify.max_user_instances`` would)."""
+    try:
+        current = int(INOTIFY_LIMIT.read_text())
+        if current < INOTIFY_INSTANCES:
+            INOTIFY_LIMIT.write_text(f"{INOTIFY_INSTANCES}\n")
+            log.warning(
+                "fs.inotify.max_user_instances raised from %d to %d for the containers",
+                current,
+                INOTIFY_INSTANCES,
+            )
+    except (OSError, ValueError) as exc:
+        log.warning("cannot raise fs.inotify.max_user_instances: %s", exc)
+
+
 @functools.cache
 def can_boot() -> tuple[bool, str]:
     """Tell whether this machine can run :class:`BootedSystemd`, and if not, why not."""
@@ -334,6 +360,7 @@ class BootedSystemd:
         if self._closed or self._tmp is not None:
             raise ContainerError("a BootedSystemd can be started only once")
         reap_stale()
+        enough_inotify()
         self._tmp = Path(tempfile.mkdtemp(prefix=TMP_PREFIX, dir=TMP_PARENT))
         _ACTIVE.add(self)
         (self._tmp / "owner.pid").write_text(f"{os.getpid()}\n")

@@ -157,15 +157,40 @@ class Agent:
         return Called(bool(result.is_error), "\n".join(texts))
 
 
+@pytest.fixture(scope="module")
+def code_for_anyone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """opsbot's packages, copied where uid nobody can read them: the checkout may be in a
+    directory only root can enter (a CI clone under a 0700 temporary directory)."""
+    import shutil
+    import tempfile
+
+    top = Path(tempfile.mkdtemp(prefix="opsbot-code-"))
+    try:
+        for package in sorted(REPO.iterdir()):
+            if (package / "__init__.py").is_file() and package.name != "tests":
+                shutil.copytree(package, top / package.name)
+        for path in (top, *top.rglob("*")):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        yield top
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
 def with_agent(
-    env: dict[str, str], story: Callable[[Agent], Any], *, as_nobody: bool = False
+    env: dict[str, str],
+    story: Callable[[Agent], Any],
+    *,
+    as_nobody: bool = False,
+    code: Path | None = None,
 ) -> Any:
     """Run ``story`` with an agent whose client started ``opsbot mcp`` (as uid nobody,
-    with no groups, when ``as_nobody``)."""
+    with no groups, reading opsbot's packages from ``code``, when ``as_nobody``)."""
     command, args = OPSBOT, ["mcp"]
     if as_nobody:
         command = "setpriv"
         args = [f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", OPSBOT, "mcp"]
+        if code is not None:
+            env = {**env, "PYTHONPATH": str(code)}
 
     async def main() -> Any:
         params = StdioServerParameters(command=command, args=args, env=env)
@@ -306,7 +331,9 @@ def test_a_plan_s_story_needs_the_journal_as_audit_does(host: Host) -> None:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a user without the operators' group needs root")
-def test_a_user_outside_the_operators_group_gets_the_permission_message(host: Host) -> None:
+def test_a_user_outside_the_operators_group_gets_the_permission_message(
+    host: Host, code_for_anyone: Path
+) -> None:
     """The client started by a user who may not reach opsbot's sockets (uid nobody, no
     group): every tool fails with the console's permission line and its hint, the
     operators' group; nothing is asked of the daemons."""
@@ -324,7 +351,7 @@ def test_a_user_outside_the_operators_group_gets_the_permission_message(host: Ho
             await agent.call("plan_story", plan_id=plan_id),
         ]
 
-    for called in with_agent(host.env, story, as_nobody=True):
+    for called in with_agent(host.env, story, as_nobody=True, code=code_for_anyone):
         assert called.error, called.text
         assert "error: permission denied on " in called.text
         assert "hint: operators must be in group opsbot-operators" in called.text
