@@ -92,11 +92,21 @@ def _steps(plan: PlanBrief, follow: str) -> list[str]:
     return steps
 
 
-def _step_documents(plan: PlanBrief) -> list[dict[str, Any]]:
-    return [
-        {"argv": [printable(a) for a in argv], "command": clean(shlex.join(argv))}
-        for argv in plan.argv
-    ]
+def _plan_document(event: str, plan: PlanBrief) -> dict[str, Any]:
+    """What every news document begins with: the event, and the plan's facts."""
+    return {
+        "event": event,
+        "plan_id": plan.plan_id,
+        "sha256": plan.sha256,
+        "sha256_prefix": plan.sha256[:SHA_PREFIX],
+        "host": clean(plan.host),
+        "units": [clean(u) for u in plan.units],
+        "goal": clean(plan.goal),
+        "steps": [
+            {"argv": [printable(a) for a in argv], "command": clean(shlex.join(argv))}
+            for argv in plan.argv
+        ],
+    }
 
 
 def _message(
@@ -175,14 +185,7 @@ def render_ruled(notice: RuleNotice, approver: str, link_base: str | None) -> Me
         notes=(follows, f"Pause every rule: {PAUSE_RULES}"),
     )
     document: dict[str, Any] = {
-        "event": "plan.approved_by_rule",
-        "plan_id": plan.plan_id,
-        "sha256": plan.sha256,
-        "sha256_prefix": prefix,
-        "host": clean(plan.host),
-        "units": [clean(u) for u in plan.units],
-        "goal": clean(plan.goal),
-        "steps": _step_documents(plan),
+        **_plan_document("plan.approved_by_rule", plan),
         "why": [clean(w) for w in notice.why[:MAX_EVIDENCE_LINES]],
         "rule": clean(notice.rule),
         "rule_sha256": notice.rule_sha256,
@@ -271,14 +274,7 @@ def render_outcome(notice: OutcomeNotice, approver: str, link_base: str | None) 
         notes=(*([f"Next: {next_}"] if next_ else []), on_host),
     )
     document: dict[str, Any] = {
-        "event": OUTCOME_EVENTS[notice.kind],
-        "plan_id": plan.plan_id,
-        "sha256": plan.sha256,
-        "sha256_prefix": prefix,
-        "host": clean(plan.host),
-        "units": [clean(u) for u in plan.units],
-        "goal": clean(plan.goal),
-        "steps": _step_documents(plan),
+        **_plan_document(OUTCOME_EVENTS[notice.kind], plan),
         "state": notice.state.value,
         "at": notice.at.astimezone(UTC).isoformat(),
         "reason": reason,

@@ -9,7 +9,7 @@ from typing import Protocol
 import httpx
 
 from notify_svc.credentials import Credentials
-from notify_svc.errors import DeliveryFailed
+from notify_svc.errors import CredentialError, DeliveryFailed
 from notify_svc.message import Message
 
 USER_AGENT = "opsbot-notify/1"
@@ -67,6 +67,15 @@ def post(http: httpx.Client, url: str, *, content: bytes, headers: dict[str, str
 
 def _no_url(text: str, url: str) -> str:
     return text.replace(url, "<url>")[:200]
+
+
+def webhook_url(context: Context, name: str, holds: str) -> str:
+    """Channel ``name``'s credential, which must hold an http(s) URL (``holds`` says
+    which, for the error: the URL is the secret, never quoted)."""
+    url = context.credentials.require_text(name)
+    if not url.startswith(("https://", "http://")):
+        raise CredentialError(f"credential notify_{name} must hold {holds}")
+    return url
 
 
 def header_text(value: str) -> str:

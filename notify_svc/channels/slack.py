@@ -21,8 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from notify_svc.channels._base import Context, post
-from notify_svc.errors import CredentialError
+from notify_svc.channels._base import Context, post, webhook_url
 from notify_svc.message import Button, Card, Message
 from shared_schema.approver_socket import Decision
 from shared_schema.config import SlackChannel
@@ -135,13 +134,9 @@ def blocks(card: Card) -> list[dict[str, Any]]:
 
 class SlackSender:
     def __init__(self, name: str, channel: SlackChannel, context: Context) -> None:
-        url = context.credentials.require_text(name)
-        if not url.startswith(("https://", "http://")):
-            raise CredentialError(
-                f"credential notify_{name} must hold the Slack incoming-webhook URL "
-                "(https://hooks.slack.com/services/...)"
-            )
-        self.url = url
+        self.url = webhook_url(
+            context, name, "the Slack incoming-webhook URL (https://hooks.slack.com/services/...)"
+        )
         self.context = context
 
     def body(self, message: Message) -> bytes:

@@ -22,8 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from notify_svc.channels._base import Context, post
-from notify_svc.errors import CredentialError
+from notify_svc.channels._base import Context, post, webhook_url
 from notify_svc.message import Button, Card, Message
 from shared_schema.approver_socket import Decision
 from shared_schema.config import TeamsChannel
@@ -121,13 +120,9 @@ def envelope(card: Card) -> dict[str, Any]:
 
 class TeamsSender:
     def __init__(self, name: str, channel: TeamsChannel, context: Context) -> None:
-        url = context.credentials.require_text(name)
-        if not url.startswith(("https://", "http://")):
-            raise CredentialError(
-                f"credential notify_{name} must hold the Teams workflow's or incoming "
-                "webhook's URL (https://...)"
-            )
-        self.url = url
+        self.url = webhook_url(
+            context, name, "the Teams workflow's or incoming webhook's URL (https://...)"
+        )
         self.context = context
 
     def body(self, message: Message) -> bytes:
