@@ -32,7 +32,7 @@ from approver_svc.errors import Refusal
 from approver_svc.service import ApproverService
 from approver_svc.state import STATE_DIR, StateFile
 from approver_svc.totp import credentials_dir
-from plans import PlanStore, start_apply
+from plans import PlanStore, start_apply, window_apply
 from shared_io import log as logsetup
 from shared_io.activation import listening_socket
 from shared_io.admission import Refusal as Busy
@@ -262,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         state=StateFile(args.state_dir),
         credentials=credentials_dir(),
         start_apply=lambda busy: start_apply(paths, busy),
+        window_apply=lambda window, now: window_apply(paths, window, now),
     )
     server = Server(listener, service, idle_timeout=args.idle_timeout, live=live)
     reload_on_hup(live)

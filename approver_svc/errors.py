@@ -16,6 +16,8 @@ from shared_io.errors import OpsbotError
 if TYPE_CHECKING:
     from shared_schema.approver_socket import RefusalKind
 
+__all__ = ["Refusal"]
+
 
 class Refusal(OpsbotError):
     """A request the approver will not do: ``kind`` says which check it failed."""

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import secrets
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 import structlog
 
 from approver_svc import tokens
+from approver_svc.desk import Desk
 from approver_svc.state import ApproverState, WatchRecord
 from approver_svc.view import plan_brief
 from plans import PlanStore, members, new_plan_id
@@ -37,9 +37,6 @@ from plans.verification import VERIFY_HORIZON
 from shared_io.errors import OpsbotError
 from shared_schema import PlanState
 from shared_schema.approver_socket import OutcomeKind, OutcomeNotice
-
-if TYPE_CHECKING:
-    from approver_svc.service import ApproverService
 
 log = structlog.get_logger("opsbot.approver")
 
@@ -88,14 +85,14 @@ def approved_by(status: StatusRecord) -> tuple[str, datetime | None]:
     return ("root on the host" if at is not None else ""), at
 
 
-def outcomes(service: ApproverService, state: ApproverState, now: datetime) -> list[OutcomeNotice]:
+def outcomes(desk: Desk, state: ApproverState, now: datetime) -> list[OutcomeNotice]:
     """Each outcome of the last OUTCOME_HORIZON the approvers were not told of (each is
     marked told), newest first, at most MAX_OUTCOMES."""
-    store = service.store
-    approvers = sorted(service.config.approvers)
+    store = desk.store
+    approvers = sorted(desk.config.approvers)
     # A plan runs before it expires and is verified within VERIFY_HORIZON: ids begin with
     # their submission time, so older plans are passed over without reading them.
-    since = now - timedelta(seconds=service.policy.plan_ttl_seconds)
+    since = now - timedelta(seconds=desk.policy.plan_ttl_seconds)
     oldest = new_plan_id(since - VERIFY_HORIZON - OUTCOME_HORIZON)[:15]
     notices: list[OutcomeNotice] = []
     for plan_id in reversed(store.ids()):
@@ -116,7 +113,7 @@ def outcomes(service: ApproverService, state: ApproverState, now: datetime) -> l
         if not approvers:
             continue
         try:
-            notice = _notice(service, store, state, plan_id, kind, status, now)
+            notice = _notice(desk, store, state, plan_id, kind, status, now)
         except OpsbotError as exc:
             log.warning("news.skipped", plan_id=plan_id, reason=exc.message)
             continue
@@ -127,7 +124,7 @@ def outcomes(service: ApproverService, state: ApproverState, now: datetime) -> l
 
 
 def _notice(
-    service: ApproverService,
+    desk: Desk,
     store: PlanStore,
     state: ApproverState,
     plan_id: str,
@@ -151,7 +148,7 @@ def _notice(
     by, _ = approved_by(status)
     return OutcomeNotice(
         kind=kind,
-        plan=plan_brief(record, plan, service.host),
+        plan=plan_brief(record, plan, desk.host),
         state=status.state,
         at=last.at,
         reason=last.reason[:LINE],
@@ -160,15 +157,13 @@ def _notice(
         plans=len(plans),
         started_at=started,
         approved_by=by,
-        next=_next(service, store, plan_id, status.state, plans),
+        next=_next(desk, store, plan_id, status.state, plans),
         approvers=[],
         watch=watch(state, plan_id, record.sha256, now),
     )
 
 
-def _next(
-    service: ApproverService, store: PlanStore, plan_id: str, state: PlanState, plans: list[str]
-) -> str:
+def _next(desk: Desk, store: PlanStore, plan_id: str, state: PlanState, plans: list[str]) -> str:
     """What comes after this outcome, in words."""
     show = f"`opsbot show {plan_id}` on the host"
     if state is PlanState.VERIFIED:
@@ -178,7 +173,7 @@ def _next(
     follower = _follower(store, plan_id, plans)
     if follower:
         return f"plan {follower} follows it; its link comes as any plan's"
-    cap = service.policy.max_plans_per_incident
+    cap = desk.policy.max_plans_per_incident
     if len(plans) >= cap:
         return f"the incident has had its {cap} plans: a human must look ({show})"
     return (

@@ -3,10 +3,10 @@
 For every plan that waits (PROPOSED, not expired, not rejected, its bytes verified, the
 executor's ``plan.accepted`` entry naming its sha256) and that the rules were not asked
 about before, oldest first, plans.standing decides twice: among the ``enforce`` rules,
-then among the ``shadow`` ones. An enforce rule that approves writes the approval a
-human would (plans.approve, bound to the sha256 read here, single use, for at most
+then among the ``shadow`` ones. An enforce rule that approves takes the road a human's
+approval takes (plans.road: bound to the sha256 read here, single use, for at most
 :data:`RULE_APPROVAL_TTL_SECONDS`), recorded as ``approved_by_rule`` with the rule's
-sha256 and never as an approver, then starts the apply; the approvers are told with the
+sha256 and never as an approver, and the apply is started; the approvers are told with the
 next ``announce``. A shadow rule only leaves a record. While the policy is paused
 (``opsbot policy pause``) nothing is approved and each plan's record says so.
 
@@ -19,15 +19,14 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 import structlog
 
-import plans
 from approver_svc import news
+from approver_svc.desk import Desk
 from approver_svc.state import ApproverState
-from approver_svc.view import plan_brief, plan_expiry
-from plans import PlanError, new_plan_id, rejection_reason
+from approver_svc.view import plan_brief
+from plans import PlanError, Request, Rule, new_plan_id, plan_expiry, rejection_reason
 from plans.standing import (
     ForHumans,
     RuleApproves,
@@ -47,9 +46,6 @@ from shared_schema.approver_socket import (
 )
 from shared_schema.standing import ApproveRule
 
-if TYPE_CHECKING:
-    from approver_svc.service import ApproverService
-
 log = structlog.get_logger("opsbot.approver")
 
 #: A rule's approval holds this long at most (less where approval_ttl_seconds is less):
@@ -67,18 +63,16 @@ MAX_REASONS = 10
 MAX_RECENT = 50
 
 
-def apply_rules(
-    service: ApproverService, state: ApproverState, now: datetime
-) -> list[RuleDecision]:
+def apply_rules(desk: Desk, state: ApproverState, now: datetime) -> list[RuleDecision]:
     """Ask the rules about each waiting plan not asked about before; what they decided.
     Each approval is saved in ``state`` as soon as it is written."""
-    rules = service.config.approve.rule
+    rules = desk.config.approve.rule
     if not rules:
         return []
-    oldest = new_plan_id(now - timedelta(seconds=service.policy.plan_ttl_seconds))[:15]
+    oldest = new_plan_id(now - timedelta(seconds=desk.policy.plan_ttl_seconds))[:15]
     waiting = [
         plan_id
-        for plan_id in service.store.ids()
+        for plan_id in desk.store.ids()
         if plan_id[:15] >= oldest and plan_id not in state.ruled and plan_id > state.ruled_floor
     ]
     decided: list[RuleDecision] = []
@@ -87,9 +81,9 @@ def apply_rules(
         if len(decided) >= MAX_PER_RUN:
             break
         if index is None:  # read once per run, and only when a plan may be decided
-            index = StoreIndex.read(service.store)
+            index = StoreIndex.read(desk.store)
         try:
-            decision = _decide(service, state, index, plan_id, rules, now)
+            decision = _decide(desk, state, index, plan_id, rules, now)
         except Exception:  # one plan's failure must not keep the rules from the others
             log.exception("rules.crashed", plan_id=plan_id)
             continue
@@ -98,8 +92,8 @@ def apply_rules(
         state.record_rule(decision)
         decided.append(decision)
         if decision.outcome == "approved":
-            index.reread(service.store, plan_id)
-            service.state.save(state)  # root's count of the rule's approvals, at once
+            index.reread(desk.store, plan_id)
+            desk.state.save(state)  # root's count of the rule's approvals, at once
     return decided
 
 
@@ -109,22 +103,20 @@ def _line(text: str) -> str:
 
 
 def _decide(
-    service: ApproverService,
+    desk: Desk,
     state: ApproverState,
     index: StoreIndex,
     plan_id: str,
     rules: list[ApproveRule],
     now: datetime,
 ) -> RuleDecision | None:
-    store = service.store
+    store = desk.store
     try:
         record = store.load(plan_id)
         status = store.status(plan_id, record)
         if status.state is not PlanState.PROPOSED:
             return None  # decided before the rules were asked: nothing to record
-        if now >= plan_expiry(record, service.policy) or rejection_reason(
-            service.approvals_dir, plan_id
-        ):
+        if now >= plan_expiry(record, desk.policy) or rejection_reason(desk.approvals_dir, plan_id):
             return None
         plan = store.verified_plan(record)
     except OpsbotError as exc:
@@ -141,7 +133,7 @@ def _decide(
         why = f"the policy is paused (by {state.pause.by}; `opsbot policy resume`)"
         log.info("rules.paused", plan_id=plan_id)
         return RuleDecision(**seen, outcome="for humans", refused=[_line(why)])
-    accepted = service.witness(plan_id)
+    accepted = desk.witness(plan_id)
     if accepted.sha256s != {record.sha256}:
         # Asked again next time: the journal may not have the executor's entry yet.
         why = "no plan.accepted entry of opsbot-executor.service names its sha256"
@@ -164,11 +156,11 @@ def _decide(
         decide,
         plan,
         status.state,
-        policy=service.policy,
+        policy=desk.policy,
         history=history,
-        recent=recent_errors(store, service.policy, now),
+        recent=recent_errors(store, desk.policy, now),
         now=now,
-        analyze=service.analyze,
+        analyze=desk.analyze,
     )
     enforcing = ask([rule for rule in rules if rule.mode == "enforce"])
     shadowing = ask([rule for rule in rules if rule.mode == "shadow"])
@@ -190,21 +182,16 @@ def _decide(
             shadow_rule=shadow.name if shadow else "",
             refused=refused,
         )
-        busy = service.apply_busy()
         try:
-            plans.approve(
-                store,
-                service.approvals_dir,
-                plan_id,
-                sha256_prefix=record.sha256,
-                accepted=accepted,
-                approver="",
-                rule=(rule.name, rule.sha256),
-                now=now,
-                ttl_seconds=min(service.policy.approval_ttl_seconds, RULE_APPROVAL_TTL_SECONDS),
-                windows=service.policy.apply_window,
-                analyze=service.analyze,
-                renew=False,
+            desk.road.approve(
+                Request(
+                    plan_id=plan_id,
+                    sha256=record.sha256,
+                    by=Rule(rule.name, rule.sha256),
+                    ttl_seconds=min(desk.policy.approval_ttl_seconds, RULE_APPROVAL_TTL_SECONDS),
+                    now=now,
+                ),
+                witnessed=accepted,
             )
         except OpsbotError as exc:
             log.error("rules.approval_failed", plan_id=plan_id, rule=rule.name, error=exc.message)
@@ -212,16 +199,6 @@ def _decide(
             return approved.model_copy(
                 update={"outcome": "failed", "refused": [why, *refused][:MAX_REFUSED]}
             )
-        applies, _ = service.start_apply(busy)
-        log.info(
-            "approval.rule",
-            plan_id=plan_id,
-            sha256=record.sha256,
-            approved_by_rule=rule.name,
-            rule_sha256=rule.sha256,
-            units=" ".join(plan.units()),
-            applies=applies,
-        )
         return approved
     if shadow is not None:
         log.info("rules.would_approve", plan_id=plan_id, rule=shadow.name)
@@ -236,10 +213,10 @@ def _decide(
     return RuleDecision(**seen, outcome="for humans", refused=refused)
 
 
-def untold(service: ApproverService, state: ApproverState, now: datetime) -> list[RuleNotice]:
+def untold(desk: Desk, state: ApproverState, now: datetime) -> list[RuleNotice]:
     """What to tell the approvers: each plan a rule approved in the last
     news.OUTCOME_HORIZON that they were not told of (each is marked told)."""
-    approvers = sorted(service.config.approvers)
+    approvers = sorted(desk.config.approvers)
     notices = []
     for plan_id, decision in sorted(state.ruled.items()):
         if decision.outcome != "approved" or decision.told:
@@ -248,16 +225,16 @@ def untold(service: ApproverService, state: ApproverState, now: datetime) -> lis
         if not approvers or now - decision.at >= news.OUTCOME_HORIZON:
             continue  # no one to tell; or old news (approvers configured since)
         try:
-            record = service.store.load(plan_id)
-            plan = service.store.verified_plan(record)
-            status = service.store.status(plan_id, record)
+            record = desk.store.load(plan_id)
+            plan = desk.store.verified_plan(record)
+            status = desk.store.status(plan_id, record)
         except OpsbotError as exc:
             log.warning("rules.untold", plan_id=plan_id, reason=exc.message)
             continue
-        view = service.plan_view(record, status, plan, now)
+        view = desk.plan_view(record, status, plan, now)
         notices.append(
             RuleNotice(
-                plan=plan_brief(record, plan, service.host),
+                plan=plan_brief(record, plan, desk.host),
                 rule=decision.rule,
                 rule_sha256=decision.rule_sha256,
                 why=view.evidence[:2],
@@ -278,10 +255,10 @@ def switch(state: ApproverState, paused: bool, by: str, reason: str, now: dateti
     return state.pause
 
 
-def report(service: ApproverService, state: ApproverState) -> PolicyReported:
+def report(desk: Desk, state: ApproverState) -> PolicyReported:
     """Per rule: how many plans it approved, would have approved (and how each of those
     ended), and why it did not approve the others."""
-    modes: dict[str, str] = {rule.name: rule.mode for rule in service.config.approve.rule}
+    modes: dict[str, str] = {rule.name: rule.mode for rule in desk.config.approve.rule}
     approved: Counter[str] = Counter()
     would: Counter[str] = Counter()
     ended: dict[str, Counter[str]] = {}
@@ -291,7 +268,7 @@ def report(service: ApproverService, state: ApproverState) -> PolicyReported:
             approved[decision.rule] += 1
         elif decision.outcome == "would approve":
             would[decision.rule] += 1
-            ended.setdefault(decision.rule, Counter())[_now_state(service, decision.plan_id)] += 1
+            ended.setdefault(decision.rule, Counter())[_now_state(desk, decision.plan_id)] += 1
         if decision.rule:
             modes.setdefault(decision.rule, "removed")
         for line in decision.refused:
@@ -319,10 +296,10 @@ def report(service: ApproverService, state: ApproverState) -> PolicyReported:
     )
 
 
-def _now_state(service: ApproverService, plan_id: str) -> str:
+def _now_state(desk: Desk, plan_id: str) -> str:
     """The plan's state now, as the report counts it (a human approved it, or not)."""
     try:
-        status = service.store.status(plan_id)
+        status = desk.store.status(plan_id)
     except PlanError:
         return "gone"
     except OpsbotError:

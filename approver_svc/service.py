@@ -4,59 +4,42 @@ peer's uid may ask it): ``announce``, ``view``, ``decide`` and ``follow``.
 Every request that names a token looks it up first, before reading anything else: an
 unknown, used or expired token costs one hash and a dictionary lookup. ``decide`` then
 checks the approver's TOTP code (each code once; wrong ones bounded) and the link's
-confirmation (the code was typed for this link's decision), then the plan:
-its stored record must still have the sha256 the token was minted for, and the
-executor's own ``plan.accepted`` journal entry must name it, and the plan must still
-wait (PROPOSED, not expired: a click never rewrites root's approval); only then is the
-token used up (and its sibling with it) and the approval written by plans.approve,
-the same function ``opsbot approve`` calls, bound to that full sha256. A reject goes
-through plans.reject, as ``opsbot reject`` does. ``follow`` only reads: the state of the
+confirmation (the code was typed for this link's decision), and that the stored record
+still has the sha256 the token was minted for. The rest is the road every approval
+takes (plans.road, as ``opsbot approve`` and the standing rules take it): the
+executor's own ``plan.accepted`` journal entry must name that sha256, the plan must
+still wait (PROPOSED, not expired: a click never rewrites root's approval) and pass the
+road's checks; only then is the token used up (and its sibling with it), and the
+approval written, bound to that full sha256. A reject goes through plans.reject, as
+``opsbot reject`` does. ``follow`` only reads: the state of the
 plan a used token decided, for as long as the token is remembered.
 """
 
 from __future__ import annotations
 
-import socket
-import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import structlog
 
-import plans
 from approver_svc import news, rules, tokens, totp
+from approver_svc.desk import Desk
 from approver_svc.errors import Refusal
-from approver_svc.state import ApproverState, StateFile
-from approver_svc.view import (
-    ReadState,
-    followed,
-    live_state,
-    plan_brief,
-    plan_expiry,
-    plan_view,
-    when_approved,
-)
+from approver_svc.state import ApproverState
+from approver_svc.view import followed, plan_brief
 from plans import (
-    Accepted,
-    Analyzer,
-    PlanError,
+    Person,
     PlanRecord,
-    PlanStore,
-    Reviewed,
-    StatusRecord,
+    Request,
     TamperedPlan,
-    apply_running,
-    members,
     new_plan_id,
+    plan_expiry,
+    reject,
     rejection_reason,
-    systemd_analyze,
-    utcnow,
+    state_text,
 )
-from plans import accepted as journal_accepted
 from shared_io.errors import OpsbotError, StoreError
-from shared_schema import ExecutorPolicy, OpsbotConfig, Plan, PlanState
+from shared_schema import PlanState
 from shared_schema.approver_socket import (
     Announce,
     Announced,
@@ -67,7 +50,6 @@ from shared_schema.approver_socket import (
     Followed,
     Link,
     Notice,
-    PlanView,
     PolicyReport,
     PolicyReported,
     PolicySwitch,
@@ -76,6 +58,8 @@ from shared_schema.approver_socket import (
     View,
     Viewed,
 )
+
+__all__ = ["ApproverService"]
 
 log = structlog.get_logger("opsbot.approver")
 
@@ -86,38 +70,10 @@ MAX_NOTICES = 20
 #: executor's cap on waiting plans this is never reached by an honest host.
 MAX_LIVE_TOKENS = 2000
 
-Witness = Callable[[str], Accepted]
-#: Before an approval: whether an apply runs now (plans.apply_running).
-ApplyBusy = Callable[[], bool]
-#: After it: what will apply the plan, in words (plans.start_apply).
-StartApply = Callable[[bool], tuple[str, bool]]
-
 
 @dataclass
-class ApproverService:
-    """The approver's requests, against one store, approvals directory and config."""
-
-    config: OpsbotConfig
-    store: PlanStore
-    approvals_dir: Path
-    state: StateFile
-    credentials: Path | None
-    start_apply: StartApply
-    now: Callable[[], datetime] = utcnow
-    witness: Witness = journal_accepted
-    apply_busy: ApplyBusy = apply_running
-    read_state: ReadState = live_state
-    #: systemd-analyze calendar, for the apply windows (plans.windows).
-    analyze: Analyzer = systemd_analyze
-    host: str = field(default_factory=socket.gethostname)
-    #: The config digest the page sent with its last relay, and when (check-config).
-    web_config: tuple[str, datetime] | None = None
-    #: Held for each request: one at a time, as each reads and writes the one state file.
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    @property
-    def policy(self) -> ExecutorPolicy:
-        return self.config.executor
+class ApproverService(Desk):
+    """The approver's requests, against the desk's store, approvals directory and config."""
 
     # -- announce ---------------------------------------------------------------------
 
@@ -234,29 +190,6 @@ class ApproverService:
         state.announced[plan_id] = expires
         return Notice(plan=view, links=links)
 
-    def plan_view(
-        self, record: PlanRecord, status: StatusRecord, plan: Plan, now: datetime
-    ) -> PlanView:
-        earlier, number = None, 1
-        if plan.follows is not None:
-            try:
-                earlier = self.store.verified_plan(self.store.load(plan.follows))
-                number = members(self.store, record.incident_id).index(record.plan_id) + 1
-            except (PlanError, ValueError):
-                earlier, number = None, 2
-        return plan_view(
-            record,
-            status,
-            plan,
-            policy=self.policy,
-            now=now,
-            host=self.host,
-            read_state=self.read_state,
-            analyze=self.analyze,
-            earlier=earlier,
-            number=number,
-        )
-
     # -- view -------------------------------------------------------------------------
 
     def view(self, request: View) -> Viewed:
@@ -352,48 +285,40 @@ class ApproverService:
         if token.decision == "reject":
             return self._reject(state, key, token.plan_id, token.sha256, name, request, now)
         record = self._record(token.plan_id, token.sha256)
-        accepted = self.witness(record.plan_id)
+        spent = False
+
+        def spend(_reviewed: object) -> None:
+            """The plan passed every check but the write: the link is used up now."""
+            nonlocal spent
+            tokens.use_up(state, key, now)
+            self.state.save(state)
+            spent = True
+
+        facts = {"source": request.source}
+        if request.reason:
+            facts["reason"] = request.reason
         try:
-            reviewed = plans.review(self.store, self.approvals_dir, record.plan_id, accepted)
-        except OpsbotError as exc:
-            raise Refusal("plan", exc.message, hint=exc.hint) from exc
-        self._still_waits(reviewed, now)
-        tokens.use_up(state, key, now)
-        self.state.save(state)
-        busy = self.apply_busy()
-        try:
-            approved = plans.approve(
-                self.store,
-                self.approvals_dir,
-                record.plan_id,
-                sha256_prefix=token.sha256,
-                accepted=accepted,
-                approver=name,
-                now=now,
-                ttl_seconds=self.policy.approval_ttl_seconds,
-                windows=self.policy.apply_window,
-                analyze=self.analyze,
-                renew=False,
+            granted = self.road.approve(
+                Request(
+                    plan_id=record.plan_id,
+                    sha256=token.sha256,
+                    by=Person(name, via="web"),
+                    ttl_seconds=self.policy.approval_ttl_seconds,
+                    now=now,
+                    facts=facts,
+                ),
+                commit=spend,
             )
         except OpsbotError as exc:
+            if not spent:
+                raise Refusal("plan", exc.message, hint=exc.hint) from exc
             self._spent(state, key)
             if _store_failure(exc):
                 raise
             raise Refusal("plan", exc.message, hint=exc.hint) from exc
-        log.info(
-            "approval.web",
-            plan_id=record.plan_id,
-            sha256=record.sha256,
-            approver=name,
-            via="web",
-            source=request.source,
-            reason=request.reason,
-            expires_at=approved.approval.expires_at.isoformat(),
-        )
-        applies, _ = self.start_apply(busy)
-        _, runs = when_approved(self.policy, now, self.analyze)
-        if runs != "at once":
-            applies = f"it runs {runs} ({applies})"
+        approved, applies = granted.approved, granted.applies
+        if not approved.window.open:
+            applies = f"it runs {state_text(approved.window, now)} ({applies})"
         return Decided(
             decision="approve",
             plan_id=record.plan_id,
@@ -401,7 +326,7 @@ class ApproverService:
             approver=name,
             approval_expires_at=approved.approval.expires_at,
             applies=applies[:2000],
-            plan=plan_brief(reviewed.record, reviewed.plan, self.host),
+            plan=plan_brief(granted.reviewed.record, granted.reviewed.plan, self.host),
         )
 
     def _spent(self, state: ApproverState, key: str) -> None:
@@ -409,33 +334,6 @@ class ApproverService:
         (a link works once), but it decided nothing, so ``follow`` does not say it did."""
         tokens.decided_nothing(state, key)
         self.state.save(state)
-
-    def _still_waits(self, reviewed: Reviewed, now: datetime) -> None:
-        """A link approves a plan that waits: PROPOSED and not expired. plans.approve also
-        renews an APPROVED plan's approval, which is root's to do (``opsbot approve``): a
-        click must not rewrite root's approval (its approver, its expiry, its ``--now``)."""
-        record, status = reviewed.record, reviewed.status
-        if status.state is PlanState.APPROVED:
-            by = f" by {status.approved_by}" if status.approved_by else ""
-            raise Refusal(
-                "plan",
-                f"plan {record.plan_id} was approved already{by}; nothing was changed",
-                hint=f"root renews an approval with `opsbot approve {record.plan_id}`",
-            )
-        if status.state is not PlanState.PROPOSED:
-            raise Refusal(
-                "plan",
-                f"plan {record.plan_id} is {status.state}; only a PROPOSED plan is approved "
-                "from a link; nothing was approved",
-            )
-        expires = plan_expiry(record, self.policy)
-        if now >= expires:
-            raise Refusal(
-                "plan",
-                f"plan {record.plan_id} expired at {expires.isoformat(timespec='seconds')} "
-                "(plan_ttl_seconds); nothing was approved",
-                hint="diagnose again for a new plan",
-            )
 
     def _reject(
         self,
@@ -451,7 +349,7 @@ class ApproverService:
         tokens.use_up(state, key, now)
         self.state.save(state)
         try:
-            plans.reject(
+            reject(
                 self.store,
                 self.approvals_dir,
                 plan_id,

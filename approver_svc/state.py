@@ -25,6 +25,8 @@ from shared_io.files import read_bounded, write_atomic
 from shared_schema.approver_socket import ApproverName, Decision, Pause, RuleDecision
 from shared_schema.units import PlanId, Sha256Hex
 
+__all__ = ["ApproverState", "StateFile"]
+
 log = structlog.get_logger("opsbot.approver")
 
 STATE_DIR = Path("/var/lib/opsbot-approver")

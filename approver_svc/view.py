@@ -15,6 +15,7 @@ from plans import (
     StatusRecord,
     approval_expiry,
     expect_words,
+    plan_expiry,
     runs_when,
     step_argv,
     systemd_analyze,
@@ -38,10 +39,6 @@ def live_state(unit: str) -> str:
         return read_unit_state(unit, timeout=5).describe()
     except UnitStateError as exc:
         return f"live state unknown: {' '.join(exc.message.split())}"[:LINE]
-
-
-def plan_expiry(record: PlanRecord, policy: ExecutorPolicy) -> datetime:
-    return record.submitted_at + timedelta(seconds=policy.plan_ttl_seconds)
 
 
 def when_approved(

@@ -10,6 +10,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+__all__ = [
+    "Action",
+    "CallTool",
+    "CallTools",
+    "FinalNote",
+    "Policy",
+    "Proposal",
+    "SubmitPlan",
+    "ToolSpec",
+    "Transcript",
+    "Turn",
+]
+
 
 @dataclass(frozen=True)
 class CallTool:

@@ -43,6 +43,8 @@ from shared_schema import (
 from shared_schema import SubmitPlan as SubmitPlanRequest
 from shared_schema._model import Model
 
+__all__ = ["ExecutorClient"]
+
 #: What the wire takes of a run's evidence (SubmitPlan.evidence): two lines of 300 characters.
 EVIDENCE_LINES, EVIDENCE_CHARS = 2, 300
 

@@ -28,6 +28,8 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+__all__ = ["Redactor", "redact"]
+
 MARK = "[REDACTED]"
 
 _Replacement = str | Callable[[re.Match[str]], str]

@@ -11,6 +11,8 @@ from typing import Protocol
 
 from shared_schema import Accept, Plan, Reject, Revise
 
+__all__ = ["SubmitReply", "Submitter"]
+
 SubmitReply = Accept | Revise | Reject
 
 

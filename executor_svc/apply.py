@@ -47,6 +47,8 @@ from shared_io.run import RunResult, run
 from shared_io.unit_show import UnitState, read_unit_state
 from shared_schema import ExecutorPolicy, Plan, PlanState, StepRecord
 
+__all__ = ["Applier"]
+
 log = structlog.get_logger("opsbot.executor.apply")
 #: How many more passes one run makes when approvals changed during the last one.
 RESCANS = 3

@@ -51,6 +51,8 @@ from shared_schema import (
 )
 from shared_schema._model import Model
 
+__all__ = ["Server"]
+
 MESSAGE_TIMEOUT = 10.0
 SEND_TIMEOUT = 5.0
 MAX_CLIENTS = 128

@@ -10,6 +10,8 @@ from enum import Enum
 
 from shared_io.admission import peer_credentials
 
+__all__ = ["ALLOWED_OPS", "Peer", "Role", "Roles"]
+
 
 class Role(Enum):
     ROOT = "root"  # everything

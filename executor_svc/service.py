@@ -57,6 +57,8 @@ from shared_schema import (
 from shared_schema.config_state import ConfigState
 from shared_schema.executor_socket import ConfigReply, ShowConfig
 
+__all__ = ["ExecutorService"]
+
 log = structlog.get_logger("opsbot.executor")
 
 Reply = ReplyModel

@@ -13,7 +13,7 @@
     output, screen   how things are printed: text for people, --json for scripts
 
 The console decides nothing: whether a plan may run is plans.gate's, root's approval is
-plans.approve (the same one root's opsbot-approver calls); what a diagnosis concludes is
+plans.road (the road root's opsbot-approver takes too); what a diagnosis concludes is
 the diagnosis service's. It imports no daemon. Hidden from the diagnose units.
 """
 

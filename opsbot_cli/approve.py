@@ -12,8 +12,9 @@ with it, between ``opsbot show`` and ``opsbot approve``. So approve binds:
 - without a terminal and without ``--sha256``: nothing (one line saying to pass it);
 
 and in every case only if opsbot-executor.service's own ``plan.accepted`` journal entry
-for the id names the same sha256 (plans/witness.py, plans/gate.py). plans.decisions
-decides, and says why it refused: a ``--sha256`` that matches neither the plan nor what
+for the id names the same sha256. What follows the review is the road every approval
+takes (plans.road: the witness, the checks, the approval, the apply's start), which
+says why it refused: a ``--sha256`` that matches neither the plan nor what
 the executor logged is a mistyped one, not a plan that changed; a plan that ran was
 applied once, and its story is in ``opsbot audit ID``.
 
@@ -57,28 +58,21 @@ from opsbot_cli.output import (
 )
 from opsbot_cli.polkit_rule import ensure_rule
 from plans import (
-    Approved,
+    Person,
     PlanStore,
+    Request,
     Reviewed,
+    Road,
     StatusRecord,
     WindowState,
-    apply_running,
     approval_expiry,
-    approve,
     is_sha256_prefix,
-    privilege_mode,
-    review,
-    start_apply,
     state_text,
     step_argv,
     utcnow,
-    watched,
-    window_apply,
     window_state,
     witness,
-    write_rule,
 )
-from plans.polkit import grant_path, plan_verbs, render_grant
 from shared_io.config import load_config
 from shared_io.exit_codes import OK, REFUSED, WAITING, at_timeout, for_state
 from shared_io.paths import Paths
@@ -161,25 +155,6 @@ def ttl_arg(value: str, ceiling: int, config: Path) -> int:
     return int(seconds)
 
 
-def grant_now(done: Approved) -> None:
-    """``--now`` outside the windows: polkit's rule grants the executor's user its
-    verbs only inside them, so root writes this plan's grant until its approval expires
-    (opsbot archive-approvals removes it). Not on a host whose executor polkit does not
-    hold (there the windows bind opsbot's code only)."""
-    if privilege_mode() != "polkit":
-        return
-    plan_id, until = done.record.plan_id, done.approval.expires_at
-    steps = [(step.tool, step.args.unit) for step in done.plan.steps]
-    path = grant_path(plan_id)
-    try:
-        write_rule(render_grant(plan_id, plan_verbs(steps), until), path)
-    except OSError as exc:
-        raise ConsoleError(
-            f"approved, but the polkit grant {path} could not be written: "
-            f"{exc.strerror or exc}; the plan's steps will be refused outside its window",
-        ) from exc
-
-
 def run(args: argparse.Namespace, paths: Paths) -> int:
     require_root("approve")
     plan_id = plan_id_arg(args.plan_id)
@@ -207,38 +182,30 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
                 hint="run `opsbot polkit-rule --write` and approve again",
             ) from exc
     window = window_state(windows, utcnow()) if windows and not args.now else None
-    store = PlanStore(paths.state_dir)
-    accepted = witness.accepted(plan_id)
+    road = Road.on_host(PlanStore(paths.state_dir), paths, config.executor)
+    witnessed = witness.accepted(plan_id)
     if prefix is None:
-        reviewed = review(store, paths.approvals_dir, plan_id, accepted)
+        reviewed = road.review(plan_id, witnessed)
         stream = sys.stderr if args.json else sys.stdout
         runs = runs_words(bool(windows), args.now, window, utcnow())
         waits = window is not None and not window.open
         if not confirmed(reviewed, ttl, stream, runs=runs, until=expires if waits else None):
             raise ConsoleError(f"plan {plan_id} was not approved: the answer was not yes")
         prefix = reviewed.record.sha256
-    # Before the approval exists: a run going on now may never see it.
-    busy = watched(paths) and apply_running()
-    done = approve(
-        store,
-        paths.approvals_dir,
-        plan_id,
-        sha256_prefix=prefix,
-        accepted=accepted,
-        approver=operator_name(),
-        now=utcnow(),
-        ttl_seconds=ttl,
-        windows=windows,
-        override_window=args.now,
+    granted = road.approve(
+        Request(
+            plan_id=plan_id,
+            sha256=prefix,
+            by=Person(operator_name(), via="terminal"),
+            ttl_seconds=ttl,
+            now=utcnow(),
+            renew=True,
+            override_window=args.now,
+        ),
+        witnessed=witnessed,
     )
-    if args.now and windows:
-        grant_now(done)
-    if done.window.open:
-        next_apply, applies = start_apply(paths, busy)
-        if args.now and windows:
-            next_apply = f"overrides its apply window (--now): {next_apply}"
-    else:
-        next_apply, applies = window_apply(paths, done.window, utcnow())
+    done, next_apply, applies = granted.approved, granted.applies, granted.starts
+    store = road.store
     said = {
         "plan_id": plan_id,
         "sha256": done.record.sha256,

@@ -36,6 +36,21 @@ from plans.store import PlanStore
 from shared_io.files import fsync_dir, write_atomic
 from shared_schema import Approval, canonical_json, is_valid_plan_id, sha256_hex
 
+__all__ = [
+    "CLOCK_SKEW",
+    "CheckedApproval",
+    "approval_path",
+    "archive_used",
+    "check_approval",
+    "read_approval_file",
+    "rejection_path",
+    "rejection_reason",
+    "remove_approval",
+    "used_dir",
+    "write_approval",
+    "write_rejection",
+]
+
 MAX_APPROVAL_BYTES = 4096
 #: How far in the future an approval's ``approved_at`` may lie. Root writes it with this
 #: host's clock and this host's apply reads it, so the only skew is the clock stepping

@@ -194,10 +194,17 @@ def _utc(at: datetime) -> str:
     return f"{at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
 
 
-def review(store: PlanStore, approvals_dir: Path, plan_id: str, accepted: Accepted) -> Reviewed:
-    """Every check :func:`approve` makes but the operator's sha256: what a terminal shows
-    before it asks. (``approve`` makes them all again, under the lock.)"""
-    return _reviewable(store, approvals_dir, plan_id, accepted, None)
+def review(
+    store: PlanStore,
+    approvals_dir: Path,
+    plan_id: str,
+    accepted: Accepted,
+    sha256_prefix: str | None = None,
+) -> Reviewed:
+    """Every check :func:`approve` makes, and the sha256 reviewed where one is given:
+    without one, what a terminal shows before it asks. (``approve`` makes them all
+    again, under the lock.)"""
+    return _reviewable(store, approvals_dir, plan_id, accepted, sha256_prefix)
 
 
 def approve(

@@ -22,6 +22,8 @@ from plans.store import PlanStore
 from plans.verification import VERIFY_HORIZON
 from shared_schema import ExecutorPolicy, FieldError, Plan, PlanState
 
+__all__ = ["INCIDENT_CAP", "follow_up", "members"]
+
 #: How the executor's refusal of a plan past the cap begins (a policy that reads it
 #: knows a human must look).
 INCIDENT_CAP = "incident has had its plans"

@@ -1,3 +1,4 @@
+__all__ = ["APPLY_PATH", "APPLY_TIMER", "APPLY_UNIT", "EXECUTOR_UNIT", "EXECUTOR_USER"]
 """The names opsbot's own units and users have on every host (units/, sysusers.d)."""
 
 #: The executor's user: it owns the plan store and runs the steps (held by polkit).

@@ -4,6 +4,8 @@ the config, and the built-in denylist no config can lift."""
 from plans.tools import TOOLS
 from shared_schema import ExecutorPolicy, FieldError, Plan, denied_reason
 
+__all__ = ["policy_errors", "step_argv"]
+
 
 def policy_errors(plan: Plan, policy: ExecutorPolicy) -> list[FieldError]:
     """Everything in ``plan`` today's policy does not allow, as field errors."""

@@ -34,6 +34,8 @@ from plans.tools import TOOLS
 from shared_io.files import fsync_dir
 from shared_schema import ExecutorPolicy
 
+__all__ = ["RULE_PATH", "allowed_verbs", "privilege_mode", "render_rule", "write_rule"]
+
 RULE_PATH = Path("/etc/polkit-1/rules.d/60-opsbot.rules")
 RULE_MODE = 0o644
 POLKITD_PATHS = (Path("/usr/lib/polkit-1/polkitd"), Path("/usr/libexec/polkitd"))

@@ -10,6 +10,8 @@ from shared_schema._model import Model
 from shared_schema.executor_socket import WindowWait
 from shared_schema.units import PlanId, Sha256Hex
 
+__all__ = ["PlanRecord", "Provenance", "StatusRecord", "Transition"]
+
 
 class Provenance(Model):
     """Who submitted a plan, as the kernel told us (SO_PEERCRED), not as the client said."""

@@ -14,6 +14,8 @@ from datetime import datetime
 from plans.records import StatusRecord, Transition
 from shared_schema import PlanState
 
+__all__ = ["ALLOWED", "TransitionRefused", "transition"]
+
 S = PlanState
 ALLOWED: dict[PlanState, frozenset[PlanState]] = {
     S.PROPOSED: frozenset({S.APPROVED, S.EXPIRED, S.REJECTED}),

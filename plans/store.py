@@ -43,6 +43,8 @@ from shared_io.files import (
 )
 from shared_schema import Plan, PlanState, is_valid_plan_id, parse_plan, sha256_hex
 
+__all__ = ["PlanStore", "WaitingCaps", "new_plan_id", "utcnow"]
+
 
 def new_plan_id(now: datetime) -> str:
     return f"{now.astimezone(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(4)}"

@@ -49,6 +49,17 @@ from shared_schema import (
 from shared_schema.plan import RESTART_BUDGET, TRIED_BEFORE
 from shared_schema.units import is_valid_plan_id
 
+__all__ = [
+    "UnitReader",
+    "VERIFY_HORIZON",
+    "history_errors",
+    "mark_applied",
+    "pending",
+    "read_plan_units",
+    "record_report",
+    "unbelievable",
+]
+
 log = structlog.get_logger("opsbot.executor.verify")
 
 #: Tools that bring a unit (back) up: what the restart budget counts.

@@ -40,15 +40,19 @@ if TYPE_CHECKING:  # the console says when a window opens without building the c
     from shared_schema.config import ApplyWindow
 
 __all__ = [
-    "HORIZON",
     "Analyzer",
+    "HORIZON",
     "WindowState",
     "approval_expiry",
+    "at_text",
     "check_calendar",
     "intervals",
     "lifetime_ceiling",
     "runs_when",
+    "span_text",
+    "state_text",
     "systemd_analyze",
+    "wait_text",
     "window_state",
 ]
 

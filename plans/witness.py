@@ -27,6 +27,8 @@ from typing import Any
 from plans.names import EXECUTOR_UNIT, EXECUTOR_USER
 from shared_io.run import run
 
+__all__ = ["Accepted", "accepted", "consumed", "executor_uids"]
+
 _HEX = frozenset("0123456789abcdef")
 
 Entry = Mapping[str, Any]

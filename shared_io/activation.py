@@ -14,6 +14,8 @@ from pathlib import Path
 
 from shared_io.errors import OpsbotError
 
+__all__ = ["listening_socket"]
+
 #: The first file descriptor systemd passes (sd_listen_fds(3)).
 SD_LISTEN_FDS_START = 3
 

@@ -26,6 +26,8 @@ from shared_io.paths import config_path
 from shared_io.trusted import untrusted_parent, untrusted_reason
 from shared_schema import OpsbotConfig
 
+__all__ = ["load_config"]
+
 HINT = "see docs/operating.md, 'The config file', for every key and its default"
 #: Far more than any real config; a bigger file is a mistake, not a config.
 MAX_CONFIG_BYTES = 1 << 20

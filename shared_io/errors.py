@@ -16,6 +16,16 @@ a bad config (not worth restarting) from a daemon that is away.
 
 from __future__ import annotations
 
+__all__ = [
+    "CommandFailed",
+    "ConfigError",
+    "OpsbotError",
+    "PeerProtocolError",
+    "SocketUnavailable",
+    "StoreError",
+    "UnitStateError",
+]
+
 
 class OpsbotError(Exception):
     """An error said for the operator: ``message`` (one line) and ``hint`` (or None)."""

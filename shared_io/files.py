@@ -18,6 +18,8 @@ from pathlib import Path
 
 from shared_io.errors import StoreError
 
+__all__ = ["fsync_dir", "read_bounded", "write_atomic"]
+
 #: The most a record file opsbot reads may hold, unless the caller says otherwise.
 MAX_RECORD_BYTES = 1024 * 1024
 #: What every temp file's name starts with (swept at start-up by its owner).

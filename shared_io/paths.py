@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+__all__ = ["DEFAULTS", "Paths", "config_path"]
+
 DEFAULTS = {
     "OPSBOT_CONFIG": "/etc/opsbot/opsbot.toml",
     "OPSBOT_STATE_DIR": "/var/lib/opsbot",

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 from shared_io.errors import CommandFailed
 
+__all__ = ["RunResult", "run"]
+
 #: Characters of stdout and of stderr kept by default.
 OUTPUT_LIMIT = 2000
 #: The child's environment: exactly this, plus the allow-listed variables below.

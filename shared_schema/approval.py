@@ -15,6 +15,8 @@ from pydantic import (
 from shared_schema._model import Model
 from shared_schema.units import PlanId, Sha256Hex
 
+__all__ = ["Approval"]
+
 
 class Approval(Model):
     v: Literal[1] = 1

@@ -8,6 +8,8 @@ import hashlib
 import json
 from typing import Any
 
+__all__ = ["canonical_json", "sha256_hex"]
+
 
 def canonical_json(value: Any) -> bytes:
     """Return the canonical UTF-8 JSON bytes of a JSON-compatible value."""

@@ -20,6 +20,15 @@ else:
     #: The names the allowlist knows: exactly the write tools of the table.
     ToolName = Literal[WRITE_TOOLS]
 
+__all__ = [
+    "DiagnoseSettings",
+    "ExecutorPolicy",
+    "HealthTarget",
+    "ModelSettings",
+    "OpsbotConfig",
+    "VerifySettings",
+]
+
 
 class ExecutorPolicy(Model):
     """``[executor]``: what plans may do, and for how long plans and approvals hold."""

@@ -7,6 +7,8 @@ from pydantic import ValidationError
 
 from shared_schema._model import Model
 
+__all__ = ["FieldError", "field_errors"]
+
 
 class FieldError(Model):
     """One thing wrong with an input: where (dotted path, '' for the whole) and what."""

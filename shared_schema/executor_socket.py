@@ -24,6 +24,34 @@ from shared_schema.plan import Plan, Symptom, TargetName
 from shared_schema.states import PlanState
 from shared_schema.units import PlanId, Sha256Hex
 
+__all__ = [
+    "Accept",
+    "AwaitingPlan",
+    "AwaitingStep",
+    "ListPlans",
+    "PROTOCOL_VERSION",
+    "Pending",
+    "PendingVerification",
+    "PlanDetail",
+    "PlanList",
+    "PlanSummary",
+    "Recorded",
+    "Reject",
+    "Reply",
+    "ReplyModel",
+    "ReportVerification",
+    "Request",
+    "RequestModel",
+    "Revise",
+    "ShowPlan",
+    "StepRecord",
+    "SubmitPlan",
+    "Verification",
+    "VerificationResult",
+    "parse_reply",
+    "parse_request",
+]
+
 PROTOCOL_VERSION: Final = 1
 
 #: ``opsbot plans`` shows this many of the newest plans unless told (``--limit``), and

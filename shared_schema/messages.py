@@ -19,6 +19,14 @@ from shared_schema.canonical import canonical_json
 if TYPE_CHECKING:  # the console decodes replies without building a model
     from shared_schema._model import Model
 
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "MAX_REPLY_BYTES",
+    "WireError",
+    "decode_json_object",
+    "encode_message",
+]
+
 MAX_MESSAGE_BYTES = 64 * 1024
 # A reply may be far larger than a request: PLANS lists every stored plan (some 350 bytes
 # each), so 64 KiB would stop `opsbot plans` at about 190 plans.

@@ -21,6 +21,18 @@ from shared_schema.text import Goal, Reason
 from shared_schema.units import PlanId, UnitName
 from shared_schema.write_tools import WRITE_TOOL_TABLE, WRITE_TOOLS, WriteTool
 
+__all__ = [
+    "Expect",
+    "Plan",
+    "STEP_MODELS",
+    "Step",
+    "StepModel",
+    "Symptom",
+    "UnitArgs",
+    "fingerprint",
+    "parse_plan",
+]
+
 MAX_STEPS = 8
 #: How the executor's refusals on history begin (plans.verification): a policy
 #: that reads them knows restarts are not fixing the unit.

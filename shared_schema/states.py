@@ -2,6 +2,8 @@
 
 from enum import StrEnum
 
+__all__ = ["PlanState"]
+
 
 class PlanState(StrEnum):
     PROPOSED = "PROPOSED"

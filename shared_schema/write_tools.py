@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+__all__ = ["WRITE_TOOLS", "WRITE_TOOLS_BY_NAME", "WRITE_TOOL_TABLE", "WriteTool"]
+
 #: What a step leaves its unit in, as verification checks it after the plan ran:
 #: ``active`` (running; for a ``Type=oneshot`` service without ``RemainAfterExit=``, run
 #: to a clean end: inactive with ``Result=success``, its exit status 0), ``inactive``

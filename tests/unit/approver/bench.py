@@ -25,7 +25,7 @@ import pyotp
 from approver_svc.daemon import Server
 from approver_svc.service import ApproverService
 from approver_svc.state import StateFile
-from plans import Accepted, Analyzer, PlanRecord, PlanStore
+from plans import Accepted, Analyzer, PlanRecord, PlanStore, WindowState, state_text
 from shared_io.framing import exchange
 from shared_schema import ExecutorPolicy, OpsbotConfig
 from shared_schema._model import Model
@@ -211,6 +211,9 @@ def bench(
         started.append(busy)
         return "opsbot-apply.service starts now (opsbot-apply.path is active)", True
 
+    def window_apply(window: WindowState, now: datetime) -> tuple[str, bool]:
+        return f"applies {state_text(window, now)}: opsbot-apply.timer runs it then", True
+
     service = ApproverService(
         config=config
         or OpsbotConfig(
@@ -221,6 +224,7 @@ def bench(
         state=StateFile(state_dir),
         credentials=credentials,
         start_apply=start_apply,
+        window_apply=window_apply,
         now=clock,
         witness=witness,
         apply_busy=lambda: False,

@@ -250,6 +250,7 @@ def test_a_daemon_killed_while_writing_its_state_keeps_a_used_link_used(
         state=StateFile(b.state_dir),
         credentials=b.service.credentials,
         start_apply=b.service.start_apply,
+        window_apply=b.service.window_apply,
         now=b.clock,
         witness=b.witness,
         apply_busy=lambda: False,

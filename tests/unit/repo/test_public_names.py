@@ -5,13 +5,15 @@ the package alone builds nothing."""
 
 from __future__ import annotations
 
-import ast
 import importlib
+import importlib.machinery
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -34,27 +36,15 @@ def test_every_public_name_resolves_to_the_package_s_own(package: str) -> None:
             assert home.split(".")[0] in (package, "shared_schema"), f"{package}.{name}: {home}"
 
 
-def _lazy_tables(source: str) -> tuple[dict[str, set[str]], dict[str, set[str]]] | None:
-    """(TYPE_CHECKING imports, the _EXPORTS table) of a lazily exporting ``__init__``,
-    each as module -> names; None for one that imports eagerly."""
-    tree = ast.parse(source)
-    checked: dict[str, set[str]] = {}
-    served: dict[str, set[str]] = {}
-    for node in tree.body:
-        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
-            for imp in node.body:
-                if isinstance(imp, ast.ImportFrom) and imp.module:
-                    checked.setdefault(imp.module, set()).update(a.name for a in imp.names)
-        if isinstance(node, ast.AnnAssign | ast.Assign):
-            target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0]
-            if getattr(target, "id", "") == "_EXPORTS" and node.value is not None:
-                table = ast.literal_eval(node.value)
-                for key, value in table.items():
-                    if isinstance(value, str):  # name -> module
-                        served.setdefault(value, set()).add(key)
-                    else:  # module -> names
-                        served.setdefault(key, set()).update(value)
-    return (checked, served) if served else None
+def _generator() -> ModuleType:
+    """scripts/generate-exports, loaded as a module."""
+    path = ROOT / "scripts" / "generate-exports"
+    loader = importlib.machinery.SourceFileLoader("generate_exports", str(path))
+    spec = importlib.util.spec_from_loader("generate_exports", loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
 
 
 #: The packages that load their names when first asked (an ``_EXPORTS`` table).
@@ -63,30 +53,60 @@ LAZY = [p for p in PACKAGES if "_EXPORTS" in (ROOT / p / "__init__.py").read_tex
 
 def test_the_packages_a_command_imports_first_are_lazy() -> None:
     """The schema, shared_io and plans (what every console command reaches first) and the
-    executor's daemons load their names when first asked."""
+    executor's daemons load their names when first asked; each is one the generator
+    writes."""
     assert {"shared_schema", "shared_io", "plans", "executor_svc"} <= set(LAZY)
+    assert set(LAZY) == set(_generator().PACKAGES)
+
+
+def test_every_lazy_package_s_table_is_written_from_its_modules() -> None:
+    """A public name is written once, in the ``__all__`` of the module that defines it:
+    each package's table of names (and the star imports mypy checks callers against) is
+    what scripts/generate-exports writes from those, or this fails until it is run."""
+    stale = []
+    generator = _generator()
+    for package in LAZY:
+        now, wanted = generator.written(package)
+        if now != wanted:
+            stale.append(package)
+    assert not stale, f"run scripts/generate-exports: {stale} are stale"
 
 
 @pytest.mark.parametrize("package", LAZY)
-def test_lazy_exports_serve_what_the_type_checker_sees(package: str) -> None:
-    """Where a package loads its names when first asked, the ``if TYPE_CHECKING:``
-    imports (what mypy checks callers against), the table that serves them at run time
-    and ``__all__`` are the same names, from the same modules."""
-    source = (ROOT / package / "__init__.py").read_text()
-    tables = _lazy_tables(source)
-    assert tables is not None
-    checked, served = tables
-    assert checked == served
+def test_lazy_exports_serve_each_module_s_all(package: str) -> None:
+    """At run time the package serves exactly its table's names, each from the module
+    whose ``__all__`` lists it."""
     module = importlib.import_module(package)
+    served = module._EXPORTS
     assert set(module.__all__) == {name for names in served.values() for name in names}
+    for home, names in served.items():
+        assert set(names) <= set(importlib.import_module(home).__all__), home
 
 
-def test_the_checker_notices_a_name_served_but_not_checked() -> None:
-    """A name in the run-time table that the TYPE_CHECKING imports lack is a difference
-    the check above sees."""
-    source = "if TYPE_CHECKING:\n    from p.a import X\n_EXPORTS = {'p.a': ('X', 'Y')}\n"
-    checked, served = _lazy_tables(source) or ({}, {})
-    assert checked != served
+def test_the_generator_sees_a_name_added_to_a_module_s_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A name added to a module's ``__all__`` makes its package's table stale; a name the
+    module only imports from elsewhere (a re-export) is not the package's; a name two
+    modules offer is refused."""
+    generator = _generator()
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("from os import sep\n__all__ = ['X', 'sep']\nX = 1\n")
+    (pkg / "b.py").write_text("__all__ = ['Y']\nY = 2\n")
+    head = "from typing import TYPE_CHECKING\n_FROM = ('a', 'b')\n"
+    monkeypatch.setattr(generator, "ROOT", tmp_path)
+    (pkg / "__init__.py").write_text(head + generator.BEGIN + "\n" + generator.END + "\n")
+    now, wanted = generator.written("pkg")
+    assert now != wanted
+    (pkg / "__init__.py").write_text(wanted)
+    assert generator.table("pkg") == {"pkg.a": ("X",), "pkg.b": ("Y",)}
+    (pkg / "b.py").write_text("__all__ = ['Y', 'Z']\nY = 2\nZ = 3\n")
+    now, wanted = generator.written("pkg")
+    assert now != wanted and '"pkg.b": ("Y", "Z"),' in wanted
+    (pkg / "b.py").write_text("__all__ = ['X']\nX = 2\n")
+    with pytest.raises(generator.ExportError, match="X is offered by pkg.a and pkg.b"):
+        generator.table("pkg")
 
 
 @pytest.mark.parametrize("package", LAZY)
