@@ -13,7 +13,10 @@ chain from opsbot's units as the executor's user, root's from uid 0; on a collec
   head its writer keeps (a deletion, also of the newest);
 - out of order when the journal has it before an entry with a smaller number;
 - unlinked when its ``*_PREV`` is not the hash of the entry numbered before it (an entry
-  replaced by one made up).
+  replaced by one made up);
+- forged when it names a writer's chain but journald says another uid (or, locally, a
+  unit not opsbot's) sent it: the hash has no key, so anyone who can read the last link
+  can make the next one; only the uid journald records tells the writer's own.
 
 With ``--against DIR`` the entries are the collector's copy (journal files under DIR,
 as systemd-journal-remote writes them), and this host's heads are checked against them:
@@ -195,27 +198,61 @@ def _read_head(path: Path) -> Head | None:
     return head if head.seq else None
 
 
-def _grouped(entries: Iterable[dict[str, str]], remote: bool) -> dict[str, list[dict[str, str]]]:
+def _forged(entry: Mapping[str, str], name: str) -> str:
+    """An entry that names ``name``'s chain but that writer did not send."""
+    seq = entry.get("CHAIN_SEQ") or entry.get("DAY_SEQ") or "?"
+    unit = entry.get("_SYSTEMD_UNIT") or "no unit"
+    return (
+        f"forged: #{seq} ({_where(entry)}) names the {name}'s chain but was written by uid "
+        f"{entry.get('_UID', '?')} in {unit}; only the {name}'s own entries count"
+    )
+
+
+@dataclass
+class Chains:
+    """The chained entries of a read, by the chain each names: those its writer sent, and
+    those someone else sent under its name."""
+
+    trusted: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    forged: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+
+    def names(self) -> set[str]:
+        return {*self.trusted, *self.forged}
+
+
+def grouped(entries: Iterable[dict[str, str]], remote: bool) -> Chains:
+    """Each chained entry under the chain it names, trusted only from that chain's writer
+    (:func:`trusted_writer`)."""
     executor_uid = _uid("opsbot-executor")
-    chains: dict[str, list[dict[str, str]]] = {}
+    chains = Chains()
     for entry in entries:
-        if HASH_FIELD in entry and trusted_writer(entry, remote, executor_uid):
-            chains.setdefault(entry["CHAIN"], []).append(entry)
+        name = entry.get("CHAIN", "")
+        if HASH_FIELD not in entry or name not in CHAIN_DIRS:
+            continue
+        into = chains.trusted if trusted_writer(entry, remote, executor_uid) else chains.forged
+        into.setdefault(name, []).append(entry)
     return chains
+
+
+def _report(
+    chains: Chains, name: str, of: str, seq_field: str, prev_field: str, head: Head | None
+) -> ChainReport:
+    report = ChainReport(name, of)
+    check_chain(report, chains.trusted.get(name, []), seq_field, prev_field, head)
+    report.problems += [_forged(entry, name) for entry in chains.forged.get(name, [])]
+    return report
 
 
 def verify_plan(plan_id: str, against: Path | None) -> list[ChainReport]:
     """Each writer's chain of ``plan_id``: from its writer's head when it has one here."""
     entries = read_entries([f"PLAN_ID={plan_id}"], against)
-    chains = _grouped(entries, remote=against is not None)
+    chains = grouped(entries, remote=against is not None)
     reports = []
     for name, directory in CHAIN_DIRS.items():
         head = _read_head(plan_head_path(directory, plan_id))
-        if name not in chains and head is None:
+        if name not in chains.names() and head is None:
             continue
-        report = ChainReport(name, plan_id)
-        check_chain(report, chains.get(name, []), "CHAIN_SEQ", "CHAIN_PREV", head)
-        reports.append(report)
+        reports.append(_report(chains, name, plan_id, "CHAIN_SEQ", "CHAIN_PREV", head))
     return reports
 
 
@@ -225,13 +262,12 @@ def verify_days(since: datetime, against: Path | None, today: datetime) -> list[
     day = since.astimezone(UTC).date()
     while day <= today.astimezone(UTC).date():
         name_of_day = day.strftime("%Y%m%d")
-        chains = _grouped(read_entries([f"AUDIT_DAY={name_of_day}"], against), against is not None)
+        chains = grouped(read_entries([f"AUDIT_DAY={name_of_day}"], against), against is not None)
         for name, directory in CHAIN_DIRS.items():
             head = _read_head(day_head_path(directory, name_of_day))
-            if name not in chains and head is None:
+            if name not in chains.names() and head is None:
                 continue
-            report = ChainReport(name, f"day-{name_of_day}")
-            check_chain(report, chains.get(name, []), "DAY_SEQ", "DAY_PREV", head)
-            reports.append(report)
+            of = f"day-{name_of_day}"
+            reports.append(_report(chains, name, of, "DAY_SEQ", "DAY_PREV", head))
         day += timedelta(days=1)
     return reports

@@ -10,6 +10,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
+from opsbot_cli import audit_verify
 from opsbot_cli.audit_verify import ChainReport, check_chain
 from shared_io.audit_chain import Chain, entry_hash, plan_head_path, read_head
 from shared_io.log import journal_fields
@@ -104,3 +107,43 @@ def test_an_entry_made_up_to_replace_one_does_not_link(tmp_path: Path) -> None:
     entries[2] = forged
     said = problems(tmp_path, entries)
     assert said == ["unlinked: #4 (plan.applied at 2026-12-03 00:00:03 UTC) does not follow #3"]
+
+
+def test_a_link_forged_by_another_uid_is_named_and_not_believed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hash has no key: the diagnose user (in group systemd-journal) reads the last
+    link and forges the next, a ``plan.verified`` #6 with a right hash and link, from its
+    own unit. journald records its uid: ``opsbot audit --verify`` names it forged, and the
+    executor's chain is still the five entries its writer sent."""
+    entries = written(tmp_path)
+    forged = journal_fields({"event": "plan.verified", "plan_id": PLAN}, "opsbot-verify")
+    last = entries[-1]
+    forged.update(
+        CHAIN="executor",
+        CHAIN_SEQ="6",
+        CHAIN_PREV=last["AUDIT_HASH"],
+        AUDIT_DAY=last["AUDIT_DAY"],
+        DAY_SEQ="6",
+        DAY_PREV=last["AUDIT_HASH"],
+    )
+    forged["AUDIT_HASH"] = entry_hash(forged)
+    forged.update(
+        {
+            "_UID": "998",
+            "_SYSTEMD_UNIT": "opsbot-verify.service",
+            "__REALTIME_TIMESTAMP": str(int(datetime(2026, 12, 3, 0, 1, tzinfo=UTC).timestamp()))
+            + "000000",
+        }
+    )
+    monkeypatch.setattr(audit_verify, "_uid", {"opsbot-executor": "997"}.get)
+    monkeypatch.setattr(audit_verify, "CHAIN_DIRS", {"executor": tmp_path})
+    monkeypatch.setattr(audit_verify, "read_entries", lambda matches, against: [*entries, forged])
+    [report] = audit_verify.verify_plan(PLAN, None)
+    assert report.entries == 5
+    assert report.problems == [
+        "forged: #6 (plan.verified at 2026-12-03 00:01:00 UTC) names the executor's chain but "
+        "was written by uid 998 in opsbot-verify.service; only the executor's own entries count"
+    ]
+    monkeypatch.setattr(audit_verify, "read_entries", lambda matches, against: entries)
+    assert audit_verify.verify_plan(PLAN, None)[0].problems == []

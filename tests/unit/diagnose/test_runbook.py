@@ -981,6 +981,23 @@ def test_a_unit_failing_on_its_own_is_named_but_never_put_in_the_plan() -> None:
     assert "web.service; diagnose it on its own" in verdict.plan.steps[0].reason
 
 
+def test_a_stranger_stays_out_of_the_plan_when_the_asked_unit_s_own_health_fails() -> None:
+    """As above, and api's own health target fails too (it was killed: nothing listens).
+    A failing health target of the asked unit is no reason to follow every other failing
+    target: api's fault is its own (systemd shows it killed), so the plan starts api
+    only, and web is named, never touched."""
+    host, _ = _api_killed_and_web_down_on_its_own()
+    config = settings(
+        api=("http://127.0.0.1:8080/", "api.service"),
+        web=("http://127.0.0.1:8081/", "web.service"),
+    )
+    host.health["api"] = health("api", "api.service", "connection_refused")
+    verdict, _ = diagnose(host, "api.service", config)
+    assert steps_of(verdict) == [("start_unit", "api.service", {"active_state": ["failed"]})]
+    assert isinstance(verdict, PlanVerdict)
+    assert "web.service; diagnose it on its own" in verdict.plan.steps[0].reason
+
+
 def test_a_healthy_unit_s_summary_names_every_failed_unit() -> None:
     """api runs and answers; web failed on its own: "no change is warranted" for api,
     and the note still names web, so it does not vanish from what the operator reads."""

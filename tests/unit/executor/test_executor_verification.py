@@ -40,6 +40,7 @@ from tests.unit.plans.helpers import (
 S = PlanState
 DIAGNOSE = Peer(pid=4242, uid=998, gid=998, user="opsbot-diagnose", role=Role.DIAGNOSE)
 OPERATOR = Peer(pid=4343, uid=1000, gid=1000, user="olivia", role=Role.OPERATOR)
+ROOT = Peer(pid=1, uid=0, gid=0, user="root", role=Role.ROOT)
 
 
 class Units:
@@ -212,12 +213,16 @@ def test_a_report_for_a_plan_not_applied_or_with_another_fingerprint_is_refused(
     assert store.status(plan_id).state is S.APPLIED
 
 
-def test_only_the_diagnose_user_and_root_may_ask_and_report(
+def test_only_the_diagnose_user_and_root_may_ask_what_waits_for_verification(
     store: PlanStore, approvals_dir: Path, clock: Clock, service: ExecutorService
 ) -> None:
-    """An operator may neither ask which plans wait for verification nor report on one; the
-    plan stays APPLIED."""
+    """The diagnose user and root are told which plans wait for verification; an operator
+    may neither ask that nor report on one, and the plan stays APPLIED."""
     plan_id, sha = applied(store, approvals_dir, clock)
+    for peer in (DIAGNOSE, ROOT):
+        pending = service.handle(PendingVerification(), peer)
+        assert isinstance(pending, Pending), (peer.user, pending)
+        assert [p.plan_id for p in pending.plans] == [plan_id]
     for request in (PendingVerification(), report(plan_id, sha)):
         answer = service.handle(request, OPERATOR)
         assert isinstance(answer, Reject) and "may not" in answer.reason

@@ -4,6 +4,7 @@ and what to do, logged and counted, and nothing is stored; a plan already waitin
 still answered as the duplicate it is; once plans are decided or expire, new ones are
 stored again."""
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from structlog.testing import capture_logs
 from executor_svc.peer import Peer, Role
 from executor_svc.service import ExecutorService
 from plans import PlanStore, reject
+from plans import store as plans_store
 from shared_schema import Accept, Plan, Reject, SubmitPlan
 from tests.unit.plans.helpers import POLICY, Clock, step
 
@@ -80,3 +82,39 @@ def test_decided_and_expired_plans_make_room(
     assert isinstance(service.handle(proposal(4), DIAGNOSE), Reject)
     clock.advance(CAPPED.plan_ttl_seconds + 1)
     assert isinstance(service.handle(proposal(4), DIAGNOSE), Accept)
+
+
+def test_two_submitters_racing_at_the_cap_cannot_both_pass_it(
+    service: ExecutorService, store: PlanStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two plans wait (the cap is three). Two submits race: the first is still being
+    written (its fsyncs run outside the store's lock) when the second asks. A plan being
+    written counts as waiting, so the second is rejected at the cap; three plans are
+    stored, never four."""
+    for n in range(2):
+        assert isinstance(service.handle(proposal(n), DIAGNOSE), Accept)
+    writing, proceed = threading.Event(), threading.Event()
+    real_write = plans_store.write_atomic
+
+    def slow_write(path: Path, data: bytes, **kw: object) -> None:
+        if threading.current_thread().name == "first":
+            writing.set()
+            assert proceed.wait(10), "the test never let the first write go on"
+        real_write(path, data, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(plans_store, "write_atomic", slow_write)
+    replies: dict[str, object] = {}
+    first = threading.Thread(
+        target=lambda: replies.update(first=service.handle(proposal(10), DIAGNOSE)), name="first"
+    )
+    first.start()
+    try:
+        assert writing.wait(10), "the first submit never began its write"
+        second = service.handle(proposal(11), DIAGNOSE)
+    finally:
+        proceed.set()
+        first.join(10)
+    assert isinstance(replies["first"], Accept), replies
+    assert isinstance(second, Reject), second
+    assert "3 plans already wait for approval from this submitter" in second.reason
+    assert len(store.ids()) == 3

@@ -2,13 +2,18 @@
 an absolute UTC interval (the real ``systemd-analyze calendar``, clock injected), joined
 where they touch, in the rule's JavaScript; and the grant of ``approve --now``. The rule's
 answers themselves are polkitd's, tested in the booted container
-(tests/attacks/test_attack_polkit.py).
+(tests/attacks/test_attack_polkit.py); its JavaScript is evaluated here too, in node,
+with the test's clock (polkit_stand_in.js).
 
 2026-12-01 is a Tuesday."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
+import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -107,3 +112,89 @@ def test_a_rule_written_yesterday_still_matches_but_not_for_other_windows() -> N
     assert not rule_matches(yesterday, other)
     assert not rule_matches(render_rule(ExecutorPolicy(allow=policy.allow)), policy)
     assert rule_matches(render_rule(ExecutorPolicy(allow=policy.allow)), other) is False
+
+
+# -- the rule as polkitd runs it: its JavaScript, evaluated in node ---------------------------
+
+STAND_IN = Path(__file__).with_name("polkit_stand_in.js")
+MANAGE = "org.freedesktop.systemd1.manage-units"
+
+
+def polkit_answers(
+    rules: dict[str, str], now: datetime, queries: list[dict[str, str]], tmp: Path
+) -> list[str]:
+    """What polkitd would answer each query at ``now``, given the rule files ``rules``
+    (name -> text): the files run in node (tests/unit/windows/polkit_stand_in.js)."""
+    node = shutil.which("node")
+    if node is None:
+        assert os.environ.get("CI") != "true", "node is missing (scripts/setup installs it)"
+        pytest.skip("node is missing (scripts/setup installs it)")
+    paths = []
+    for name, text in rules.items():
+        (tmp / name).write_text(text)
+        paths.append(str(tmp / name))
+    done = subprocess.run(
+        [node, str(STAND_IN), str(int(now.timestamp() * 1000)), *paths],
+        input=json.dumps(queries),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    answers: list[str] = json.loads(done.stdout)
+    return answers
+
+
+def ask(user: str, verb: str, unit: str, action: str = MANAGE) -> dict[str, str]:
+    return {"user": user, "action": action, "verb": verb, "unit": unit}
+
+
+#: The executor restarting its allowed unit, one it may not touch, the diagnose user
+#: asking the same, and someone else (polkit's defaults decide for them).
+QUERIES = [
+    ask("opsbot-executor", "restart", "web.service"),
+    ask("opsbot-executor", "restart", "db.service"),
+    ask("opsbot-executor", "stop", "web.service"),
+    ask("opsbot-diagnose", "restart", "web.service"),
+    ask("alice", "restart", "web.service"),
+]
+
+
+def test_polkit_says_yes_to_the_executor_only_inside_an_apply_window(tmp_path: Path) -> None:
+    """The rule for Tuesday 02:00-04:00, as polkitd evaluates it: at 03:00 the executor
+    may restart web.service, and nothing else; at 01:59, at 04:00 (the end is not in the
+    window) and after the last window it carries, NO; the diagnose user NO always; anyone
+    else is polkit's defaults' to decide."""
+    policy = ExecutorPolicy(allow={"restart_unit": ["web.service"]})
+    rule = {"60-opsbot.rules": render_rule(policy, windows=[(at(1, 2), at(1, 4))])}
+    inside = polkit_answers(rule, at(1, 3), QUERIES, tmp_path)
+    assert inside == ["yes", "no", "no", "no", "not handled"]
+    for outside in (at(1, 1, 59), at(1, 4), at(9, 3)):
+        answers = polkit_answers(rule, outside, QUERIES, tmp_path)
+        assert answers == ["no", "no", "no", "no", "not handled"], outside
+
+
+def test_without_windows_the_rule_says_yes_at_any_hour(tmp_path: Path) -> None:
+    """No [executor.apply_window]: the allowed pair is YES whatever the clock says."""
+    policy = ExecutorPolicy(allow={"restart_unit": ["web.service"]})
+    rule = {"60-opsbot.rules": render_rule(policy)}
+    for now in (at(1, 3), at(6, 23, 30)):
+        assert polkit_answers(rule, now, QUERIES, tmp_path)[:2] == ["yes", "no"]
+
+
+def test_an_approve_now_grant_opens_its_plan_s_pairs_until_it_expires(tmp_path: Path) -> None:
+    """`approve --now` at 05:00 for a restart of web.service, approval until 06:00: the
+    grant (read before the rule) says YES to that pair outside the window until 06:00,
+    and to nothing else; from 06:00 the rule's NO stands again."""
+    policy = ExecutorPolicy(allow={"restart_unit": ["web.service"], "start_unit": ["db.service"]})
+    grant = render_grant("20261201-050000-0123abcd", {"restart": ["web.service"]}, at(1, 6))
+    rules = {
+        "59-opsbot-now-20261201-050000-0123abcd.rules": grant,
+        "60-opsbot.rules": render_rule(policy, windows=[(at(1, 2), at(1, 4))]),
+    }
+    queries = [
+        ask("opsbot-executor", "restart", "web.service"),
+        ask("opsbot-executor", "start", "db.service"),
+    ]
+    assert polkit_answers(rules, at(1, 5), queries, tmp_path) == ["yes", "no"]
+    assert polkit_answers(rules, at(1, 6), queries, tmp_path) == ["no", "no"]
