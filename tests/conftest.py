@@ -15,12 +15,19 @@ itself. The groups known to be long go first, so that the two workers end togeth
 
 The scenario report (tests/scenarios/report.py) is written by each process that ran
 diagnoses and merged by the one that reports: the xdist controller, or the only process.
+
+Where the time goes: the reporting process records each test's seconds, group, worker,
+start and stop, and writes them to ``build/timings/PASS.json`` where ``OPSBOT_TEST_PASS``
+names the pass (scripts/test sets it); testbed/timings.py prints the table ``.ci/run``
+ends with.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,6 +94,34 @@ def _distributed(config: pytest.Config) -> bool:
 SCENARIOS = TESTS / "scenarios"
 
 
+#: What the reporting process heard of each test: node id -> its seconds, worker, start, stop.
+_TIMES: dict[str, dict[str, Any]] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Each phase of each test (set-up, call, teardown) as the reporting process hears it:
+    on an xdist controller from the worker that ran it."""
+    seen = _TIMES.setdefault(
+        report.nodeid, {"nodeid": report.nodeid, "seconds": 0.0, "start": 0.0, "stop": 0.0}
+    )
+    seen["seconds"] += report.duration
+    seen["start"] = min(seen["start"] or report.start, report.start)
+    seen["stop"] = max(seen["stop"], report.stop)
+    node = getattr(report, "node", None)
+    gateway = getattr(node, "gateway", None)
+    seen["worker"] = getattr(gateway, "id", None) or getattr(report, "worker_id", None) or "main"
+
+
+def _write_timings(session: pytest.Session) -> None:
+    """``build/timings/PASS.json`` for the pass ``OPSBOT_TEST_PASS`` names (none: nothing)."""
+    name = os.environ.get("OPSBOT_TEST_PASS", "")
+    if not name or not _TIMES:
+        return
+    where = Path(session.config.rootpath) / "build" / "timings"
+    where.mkdir(parents=True, exist_ok=True)
+    (where / f"{name}.json").write_text(json.dumps(list(_TIMES.values()), indent=0) + "\n")
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Before any test of this run: no scenario record of an earlier run is merged."""
     if _worker(session.config) is None and SCENARIOS.is_dir():
@@ -97,7 +132,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Each process that ran diagnoses writes its records (the controller of an xdist run
-    has none: its workers ran them)."""
+    has none: its workers ran them); the reporting process writes the timings."""
+    if _worker(session.config) is None:
+        _write_timings(session)
     if not _distributed(session.config) and SCENARIOS.is_dir():
         from tests.scenarios.report import write_part
 

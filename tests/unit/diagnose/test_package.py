@@ -7,7 +7,8 @@ import diagnose_svc
 
 
 def test_public_names_are_re_exported() -> None:
-    """Everything in __all__ is importable from diagnose_svc, and __all__ is sorted."""
+    """Everything in __all__ is importable from diagnose_svc, each name once (the list is
+    written from the modules' own, scripts/generate-exports)."""
     for name in diagnose_svc.__all__:
         assert getattr(diagnose_svc, name) is not None, name
-    assert diagnose_svc.__all__ == sorted(diagnose_svc.__all__, key=lambda n: (not n.isupper(), n))
+    assert len(diagnose_svc.__all__) == len(set(diagnose_svc.__all__))

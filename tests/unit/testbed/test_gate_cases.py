@@ -9,25 +9,42 @@ import pytest
 from testbed import graph_faults
 from testbed.graph import generate, renamed, unit_file, unit_text
 from testbed.graph_faults import (
+    CARRIED_PER_KIND,
+    CI_GATE,
     FULL_GATE,
     GATE,
     GATE_CASES,
     KINDS,
     NOT_COVERED,
+    carried,
     case_graph,
     cases,
     daily_case,
+    gate_named,
 )
 
 
-def test_every_kind_of_the_taxonomy_has_ten_cases_in_ci_and_four_in_the_quick_gate() -> None:
-    """Each kind this host can produce is judged at least ten times in CI's gate (the
-    full gate) and four times in the quick one (OPSBOT_GATE=quick), whose seeds it
-    begins with; none is left out."""
-    assert set(GATE) == set(FULL_GATE) == set(KINDS) - set(NOT_COVERED)
+def test_every_kind_has_ten_cases_in_the_full_gate_and_its_carried_three_in_ci() -> None:
+    """Each kind this host can produce is judged at least ten times in the full gate
+    (scripts/gate --full) and, on every push, on its three carried seeds (the first of
+    its seeds, whose plans are applied and verified); none is left out of either."""
+    assert set(GATE) == set(FULL_GATE) == set(CI_GATE) == set(KINDS) - set(NOT_COVERED)
     assert all(len(seeds) >= 4 for seeds in GATE.values())
     assert all(len(seeds) >= 10 for seeds in FULL_GATE.values())
     assert all(FULL_GATE[kind][: len(seeds)] == seeds for kind, seeds in GATE.items())
+    for kind, seeds in CI_GATE.items():
+        assert seeds == FULL_GATE[kind][:CARRIED_PER_KIND]
+        assert all(carried(kind, seed) for seed in seeds)
+    assert len(cases(CI_GATE)) == CARRIED_PER_KIND * len(CI_GATE)
+
+
+def test_the_gate_is_chosen_by_name_and_a_wrong_name_is_an_error() -> None:
+    """OPSBOT_GATE unset is CI's gate, ``full`` every seed; a name the suite does not know
+    (a typo of ``full``) fails loudly instead of running fewer cases."""
+    assert gate_named("") is CI_GATE and gate_named("ci") is CI_GATE
+    assert gate_named("full") is FULL_GATE
+    with pytest.raises(ValueError, match="OPSBOT_GATE='ful': expected one of ci, full"):
+        gate_named("ful")
 
 
 def test_no_seed_is_used_twice() -> None:
