@@ -184,8 +184,11 @@ class Phone:
     def mails(self) -> list[str]:
         return [p.read_text() for p in sorted(self.inbox.glob("mail-*.eml"))]
 
-    def notice_for(self, plan_id: str, approver: str, timeout: float = 60) -> dict[str, Any]:
-        """The signed webhook message to ``approver`` announcing ``plan_id`` (waits)."""
+    def notice_for(self, plan_id: str, approver: str, timeout: float = 150) -> dict[str, Any]:
+        """The signed webhook message to ``approver`` announcing ``plan_id`` (waits). A plan
+        stored in the moment opsbot-notify.service ends a run is not seen by its path
+        unit (the oneshot was still active): opsbot-notify.timer tells it within two
+        minutes of that run, as on any host; the wait allows for it."""
 
         def found() -> dict[str, Any] | None:
             for message in self.hooks():
