@@ -35,8 +35,7 @@ from approver_svc.totp import credentials_dir
 from plans import PlanStore, start_apply, window_apply
 from shared_io import log as logsetup
 from shared_io.activation import listening_socket
-from shared_io.admission import Refusal as Busy
-from shared_io.admission import peer_uid
+from shared_io.admission import Refusal as Busy, peer_uid
 from shared_io.errors import OpsbotError
 from shared_io.framing import Clock, LineReader, MessageTooLarge, send_line
 from shared_io.live_config import LiveConfig, reload_on_hup

@@ -24,12 +24,12 @@ from plans import (
     PlanRecord,
     PlanStore,
     StatusRecord,
+    accepted as journal_accepted,
     apply_running,
     members,
     systemd_analyze,
     utcnow,
 )
-from plans import accepted as journal_accepted
 from plans.road import Road, StartApply, WindowApply
 from shared_schema import ExecutorPolicy, OpsbotConfig, Plan
 from shared_schema.approver_socket import PlanView

@@ -36,7 +36,6 @@ from plans import (
     plan_expiry,
     reject,
     rejection_reason,
-    state_text,
 )
 from shared_io.errors import OpsbotError, StoreError
 from shared_schema import PlanState
@@ -285,18 +284,19 @@ class ApproverService(Desk):
         if token.decision == "reject":
             return self._reject(state, key, token.plan_id, token.sha256, name, request, now)
         record = self._record(token.plan_id, token.sha256)
-        spent = False
+        # Where the road got to: a refusal before the link is spent is the plan's; a
+        # state that cannot be saved is the approver's own failure (internal); after it,
+        # the link stays used but decided nothing.
+        phase = "review"
 
         def spend(_reviewed: object) -> None:
             """The plan passed every check but the write: the link is used up now."""
-            nonlocal spent
+            nonlocal phase
+            phase = "spending"
             tokens.use_up(state, key, now)
             self.state.save(state)
-            spent = True
+            phase = "spent"
 
-        facts = {"source": request.source}
-        if request.reason:
-            facts["reason"] = request.reason
         try:
             granted = self.road.approve(
                 Request(
@@ -305,20 +305,24 @@ class ApproverService(Desk):
                     by=Person(name, via="web"),
                     ttl_seconds=self.policy.approval_ttl_seconds,
                     now=now,
-                    facts=facts,
+                    facts={"source": request.source, "reason": request.reason},
                 ),
                 commit=spend,
             )
         except OpsbotError as exc:
-            if not spent:
+            if phase == "review":
                 raise Refusal("plan", exc.message, hint=exc.hint) from exc
+            if phase == "spending":
+                raise
             self._spent(state, key)
             if _store_failure(exc):
                 raise
             raise Refusal("plan", exc.message, hint=exc.hint) from exc
         approved, applies = granted.approved, granted.applies
         if not approved.window.open:
-            applies = f"it runs {state_text(approved.window, now)} ({applies})"
+            # The road's words say when (plans.window_apply): "applies in its apply window,
+            # Wed ...: opsbot-apply.timer runs it then"; the page says it of the plan.
+            applies = "it runs " + applies.removeprefix("applies ")
         return Decided(
             decision="approve",
             plan_id=record.plan_id,

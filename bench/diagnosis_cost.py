@@ -28,8 +28,16 @@ from __future__ import annotations
 
 import statistics
 
-from bench._common import Figure, Report, booted, inside, parser, ratio, setup_logging
-from bench._common import summary as stats
+from bench._common import (
+    Figure,
+    Report,
+    booted,
+    inside,
+    parser,
+    ratio,
+    setup_logging,
+    summary as stats,
+)
 
 
 def main() -> int:

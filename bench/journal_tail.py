@@ -19,8 +19,18 @@ Target (issue): ratio below 1.0.
 
 from __future__ import annotations
 
-from bench._common import Figure, Report, booted, inside, median, ms, parser, ratio, setup_logging
-from bench._common import summary as stats
+from bench._common import (
+    Figure,
+    Report,
+    booted,
+    inside,
+    median,
+    ms,
+    parser,
+    ratio,
+    setup_logging,
+    summary as stats,
+)
 
 
 def main() -> int:

@@ -36,11 +36,11 @@ from shared_schema import (
     ReplyModel,
     ReportVerification,
     Revise,
+    SubmitPlan as SubmitPlanRequest,
     WireError,
     encode_message,
     parse_reply,
 )
-from shared_schema import SubmitPlan as SubmitPlanRequest
 from shared_schema._model import Model
 
 __all__ = ["ExecutorClient"]

@@ -17,8 +17,7 @@ import structlog
 
 from notify_svc.credentials import Credentials
 from notify_svc.run import notify
-from shared_io import exit_codes
-from shared_io import log as logsetup
+from shared_io import exit_codes, log as logsetup
 from shared_io.config import load_config
 from shared_io.errors import ConfigError
 from shared_io.paths import approver_socket_path

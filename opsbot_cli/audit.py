@@ -200,6 +200,8 @@ def verify(args: argparse.Namespace) -> int:
             out(f"{report.name} chain of {report.of}: {report.entries} entries{head}: {state}")
             for problem in report.problems:
                 out(f"  {problem}")
+            for entry in report.not_its_writers:
+                out(f"  not from its writer: {entry}")
     if not reports:
         return 1
     return 0 if intact else REFUSED

@@ -14,9 +14,12 @@ chain from opsbot's units as the executor's user, root's from uid 0; on a collec
 - out of order when the journal has it before an entry with a smaller number;
 - unlinked when its ``*_PREV`` is not the hash of the entry numbered before it (an entry
   replaced by one made up);
-- forged when it names a writer's chain but journald says another uid (or, locally, a
-  unit not opsbot's) sent it: the hash has no key, so anyone who can read the last link
-  can make the next one; only the uid journald records tells the writer's own.
+
+An entry that names a writer's chain but that journald says another uid (or, locally, a
+unit not opsbot's) sent is not believed: the hash has no key, so anyone who can read the
+last link can compute the next one, and only the uid journald records tells the writer's
+own. It is left out of the chain and listed apart ("not from its writer"); it makes no
+problem of the chain, so a local user who logs such fields cannot make ``--verify`` fail.
 
 With ``--against DIR`` the entries are the collector's copy (journal files under DIR,
 as systemd-journal-remote writes them), and this host's heads are checked against them:
@@ -61,6 +64,8 @@ class ChainReport:
     entries: int = 0
     head: int | None = None
     problems: list[str] = field(default_factory=list)
+    #: Entries that name this chain but that its writer did not send: not believed.
+    not_its_writers: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -70,6 +75,7 @@ class ChainReport:
             "head": self.head,
             "intact": not self.problems,
             "problems": self.problems,
+            "not_from_its_writer": self.not_its_writers,
         }
 
 
@@ -203,8 +209,8 @@ def _forged(entry: Mapping[str, str], name: str) -> str:
     seq = entry.get("CHAIN_SEQ") or entry.get("DAY_SEQ") or "?"
     unit = entry.get("_SYSTEMD_UNIT") or "no unit"
     return (
-        f"forged: #{seq} ({_where(entry)}) names the {name}'s chain but was written by uid "
-        f"{entry.get('_UID', '?')} in {unit}; only the {name}'s own entries count"
+        f"#{seq} ({_where(entry)}) names the {name}'s chain but uid {entry.get('_UID', '?')} "
+        f"wrote it in {unit}: not believed"
     )
 
 
@@ -239,7 +245,7 @@ def _report(
 ) -> ChainReport:
     report = ChainReport(name, of)
     check_chain(report, chains.trusted.get(name, []), seq_field, prev_field, head)
-    report.problems += [_forged(entry, name) for entry in chains.forged.get(name, [])]
+    report.not_its_writers = [_forged(entry, name) for entry in chains.forged.get(name, [])]
     return report
 
 

@@ -9,8 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from opsbot_cli.errors import RootRequired, UsageError
-from opsbot_cli.screen import WIDTH, json_text, printable, when
-from opsbot_cli.screen import cut as screen_cut
+from opsbot_cli.screen import WIDTH, cut as screen_cut, json_text, printable, when
 from plans import wait_text
 from shared_schema.names import is_valid_plan_id, is_valid_unit_name
 

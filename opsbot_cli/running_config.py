@@ -22,8 +22,11 @@ from shared_io.paths import Paths, approver_socket_path
 from shared_io.unit_show import show
 from shared_schema.approver_socket import ConfigQuery, ConfigShown, Refused, parse_approver_reply
 from shared_schema.config_state import ConfigState
-from shared_schema.diagnose_socket import ConfigMessage, ErrorMessage
-from shared_schema.diagnose_socket import ConfigQuery as DiagnoseConfigQuery
+from shared_schema.diagnose_socket import (
+    ConfigMessage,
+    ConfigQuery as DiagnoseConfigQuery,
+    ErrorMessage,
+)
 from shared_schema.executor_socket import ConfigReply, ShowConfig
 from shared_schema.messages import MAX_REPLY_BYTES, encode_message
 

@@ -1,5 +1,6 @@
-__all__ = ["APPLY_PATH", "APPLY_TIMER", "APPLY_UNIT", "EXECUTOR_UNIT", "EXECUTOR_USER"]
 """The names opsbot's own units and users have on every host (units/, sysusers.d)."""
+
+__all__ = ["APPLY_PATH", "APPLY_TIMER", "APPLY_UNIT", "EXECUTOR_UNIT", "EXECUTOR_USER"]
 
 #: The executor's user: it owns the plan store and runs the steps (held by polkit).
 EXECUTOR_USER = "opsbot-executor"

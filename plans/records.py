@@ -1,7 +1,7 @@
 """What the executor keeps on disk, per plan: the record (immutable) and its status."""
 
-from datetime import datetime
-from typing import Literal
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
@@ -10,7 +10,10 @@ from shared_schema._model import Model
 from shared_schema.executor_socket import WindowWait
 from shared_schema.units import PlanId, Sha256Hex
 
-__all__ = ["PlanRecord", "Provenance", "StatusRecord", "Transition"]
+if TYPE_CHECKING:
+    from shared_schema.config import ExecutorPolicy
+
+__all__ = ["PlanRecord", "Provenance", "StatusRecord", "Transition", "plan_expiry"]
 
 
 class Provenance(Model):
@@ -78,3 +81,9 @@ class StatusRecord(Model):
     @property
     def reason(self) -> str:
         return self.history[-1].reason if self.history else ""
+
+
+def plan_expiry(record: PlanRecord, policy: "ExecutorPolicy") -> datetime:
+    """When a stored plan stops waiting for approval (``plan_ttl_seconds`` after it was
+    submitted)."""
+    return record.submitted_at + timedelta(seconds=policy.plan_ttl_seconds)

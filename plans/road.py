@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
@@ -50,7 +50,7 @@ from plans.polkit import (
     render_grant,
     write_rule,
 )
-from plans.records import PlanRecord
+from plans.records import plan_expiry
 from plans.store import PlanStore
 from plans.windows import Analyzer, WindowState, systemd_analyze
 from plans.witness import Accepted, accepted
@@ -66,7 +66,6 @@ __all__ = [
     "Request",
     "Road",
     "Rule",
-    "plan_expiry",
     "still_waits",
 ]
 
@@ -125,11 +124,6 @@ class Granted:
 
 #: A check of the road: refuses (raises a PlanError) what no door may approve.
 RoadCheck = Callable[[Request, Reviewed, ExecutorPolicy], None]
-
-
-def plan_expiry(record: PlanRecord, policy: ExecutorPolicy) -> datetime:
-    """When a stored plan stops waiting for approval (``plan_ttl_seconds``)."""
-    return record.submitted_at + timedelta(seconds=policy.plan_ttl_seconds)
 
 
 def still_waits(request: Request, reviewed: Reviewed, policy: ExecutorPolicy) -> None:

@@ -18,8 +18,7 @@ from typing import Any
 from testbed import graph as graphs
 from testbed.container import BootedSystemd
 from testbed.graph_faults import Case, Kind, case_graph, inject
-from testbed.host import approve, opsbot
-from testbed.host import diagnose as run_diagnose
+from testbed.host import approve, diagnose as run_diagnose, opsbot
 from testbed.injecting import InjectionError
 from testbed.observe import unit_properties
 

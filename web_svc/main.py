@@ -20,8 +20,7 @@ import structlog
 import uvicorn
 from starlette.types import ASGIApp
 
-from shared_io import exit_codes
-from shared_io import log as logsetup
+from shared_io import exit_codes, log as logsetup
 from shared_io.activation import activated_socket, notify
 from shared_io.config import load_with_digest
 from shared_io.errors import OpsbotError

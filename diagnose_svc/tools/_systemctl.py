@@ -18,8 +18,8 @@ from shared_io.unit_show import (
     parse_show,
     parse_timestamp,
     parse_units,
+    show as show_units,
 )
-from shared_io.unit_show import show as show_units
 from shared_schema.timespan import parse_timespan
 
 __all__ = [

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from opsbot_cli import audit, plans, show, wire
-from opsbot_cli import diagnose as diagnose_verb
+from opsbot_cli import audit, diagnose as diagnose_verb, plans, show, wire
 from opsbot_cli.output import plan_id_arg, unit_arg
 from opsbot_cli.story import read_story
 from shared_io.paths import Paths

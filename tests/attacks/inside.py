@@ -11,8 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from testbed.container import BootedSystemd
-from testbed.host import PYTHON, approve, invocation, restart_plan, submit
-from testbed.host import opsbot as cli
+from testbed.host import PYTHON, approve, invocation, opsbot as cli, restart_plan, submit
 
 APPROVALS = "/var/lib/opsbot-approvals"
 STATE = "/var/lib/opsbot"

@@ -27,10 +27,8 @@ from structlog.testing import capture_logs
 from executor_svc.peer import Roles
 from shared_schema import parse_reply
 from testbed.container import BootedSystemd
-from testbed.host import opsbot as cli
-from testbed.host import request, restart_plan, send_raw, submit
-from testbed.inproc import REPO, running_executor, submit_bytes
-from testbed.inproc import plan as make_plan
+from testbed.host import opsbot as cli, request, restart_plan, send_raw, submit
+from testbed.inproc import REPO, plan as make_plan, running_executor, submit_bytes
 
 NOBODY = 65534
 # A stdlib-only client, run as another user: connect, optionally wait, send stdin, print

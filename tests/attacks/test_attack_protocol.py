@@ -30,8 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from executor_svc import daemon
 from shared_schema import MAX_MESSAGE_BYTES, ListPlans, encode_message, parse_reply
 from testbed.container import BootedSystemd
-from testbed.host import PYTHON, REPO, restart_plan, submit
-from testbed.host import opsbot as cli
+from testbed.host import PYTHON, REPO, opsbot as cli, restart_plan, submit
 from testbed.inproc import (
     InProcessExecutor,
     exchange,

@@ -24,8 +24,7 @@ import pytest
 
 from opsbot_cli.say import unfold
 from testbed.container import BootedSystemd
-from testbed.host import PYTHON, REPO, diagnose, restart_plan
-from testbed.host import opsbot as cli
+from testbed.host import PYTHON, REPO, diagnose, opsbot as cli, restart_plan
 from testbed.inproc import report
 from tests.attacks.inside import reject_quietly
 

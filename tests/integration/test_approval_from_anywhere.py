@@ -14,8 +14,6 @@ from typing import Any
 from testbed.container import BootedSystemd
 from testbed.host import (
     EXECUTOR_SOCKET as EXECUTOR,
-)
-from testbed.host import (
     PYTHON,
     REPO,
     plan_state,

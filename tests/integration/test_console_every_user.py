@@ -13,8 +13,7 @@ from opsbot_cli.main import COMMANDS
 from opsbot_cli.say import unfold
 from shared_io.exit_codes import WAITING
 from testbed.container import BootedSystemd
-from testbed.host import invocation, restart_plan, submit
-from testbed.host import opsbot as cli
+from testbed.host import invocation, opsbot as cli, restart_plan, submit
 
 PLAN_ID = "20261129-213500-1a2b3c4d"
 UNIT = "opsbot-no-such-unit.service"

@@ -12,8 +12,7 @@ import pytest
 
 from opsbot_cli.main import COMMANDS
 from testbed.container import BootedSystemd
-from testbed.host import opsbot as cli
-from testbed.host import restart_plan, submit
+from testbed.host import opsbot as cli, restart_plan, submit
 
 COMPLETION = "/usr/share/bash-completion/completions/opsbot"
 #: What bash does on TAB: set COMP_WORDS/COMP_CWORD, call the function, read COMPREPLY.

@@ -6,8 +6,7 @@ once the unit moved on, as the apply would find it; for a plan that is final, no
 from __future__ import annotations
 
 from testbed.container import BootedSystemd
-from testbed.host import invocation, restart_plan, submit
-from testbed.host import opsbot as console
+from testbed.host import invocation, opsbot as console, restart_plan, submit
 
 UNIT = "demo-db.service"
 

@@ -14,8 +14,7 @@ import time
 from typing import Any
 
 from testbed.container import BootedSystemd
-from testbed.host import LLM_URL, PYTHON, diagnose, plan_state, start_scripted_model
-from testbed.host import opsbot as cli
+from testbed.host import LLM_URL, PYTHON, diagnose, opsbot as cli, plan_state, start_scripted_model
 
 
 def _kill(ct: BootedSystemd, unit: str) -> None:

@@ -19,13 +19,13 @@ from testbed.container import BootedSystemd
 from testbed.host import (
     approve,
     invocation,
+    opsbot as cli,
     pause_applies,
     restart_plan,
     resume_applies,
     submit,
     wait_state,
 )
-from testbed.host import opsbot as cli
 
 FLAKY = "demo-flaky.service"  # allowlisted for start_unit only (testbed/host.py)
 #: A start that cannot hold: up a second, then exit 1.

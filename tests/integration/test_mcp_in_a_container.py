@@ -17,8 +17,7 @@ import anyio
 import pytest
 
 from testbed.container import BootedSystemd
-from testbed.host import OPSBOT, PYTHON, plan_state
-from testbed.host import opsbot as console
+from testbed.host import OPSBOT, PYTHON, opsbot as console, plan_state
 
 mcp = pytest.importorskip("mcp", reason="the MCP SDK (opsbot[mcp]) is not installed")
 

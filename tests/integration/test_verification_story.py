@@ -14,8 +14,15 @@ from typing import Any
 import pytest
 
 from testbed.container import BootedSystemd
-from testbed.host import TEST_CONFIG, approve, request, restart_plan, submit, wait_state
-from testbed.host import opsbot as cli
+from testbed.host import (
+    TEST_CONFIG,
+    approve,
+    opsbot as cli,
+    request,
+    restart_plan,
+    submit,
+    wait_state,
+)
 
 FLAKY = "demo-flaky.service"
 #: Up for one second after each start, then exit 1: a start that cannot hold.

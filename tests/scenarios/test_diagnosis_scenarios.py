@@ -25,8 +25,7 @@ import pytest
 
 from testbed.container import BootedSystemd
 from testbed.faults import INJECTORS, Fault
-from testbed.host import LLM_PORT, start_scripted_model
-from testbed.host import diagnose as run_diagnose
+from testbed.host import LLM_PORT, diagnose as run_diagnose, start_scripted_model
 from testbed.observe import http_probe
 from testbed.stack import DEFAULT_STACK, Stack, reset, wait_healthy
 from tests.scenarios.report import RECORDS, ScenarioRecord

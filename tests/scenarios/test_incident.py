@@ -15,8 +15,7 @@ import pytest
 from testbed import graph as graphs
 from testbed.container import BootedSystemd
 from testbed.graph_run import configure, take_baseline
-from testbed.host import approve, opsbot
-from testbed.host import diagnose as run_diagnose
+from testbed.host import approve, diagnose as run_diagnose, opsbot
 from tests.scenarios.test_generated_faults import PARTS
 
 pytestmark = pytest.mark.xdist_group(PARTS[-1])

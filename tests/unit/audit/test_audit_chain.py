@@ -114,8 +114,9 @@ def test_a_link_forged_by_another_uid_is_named_and_not_believed(
 ) -> None:
     """The hash has no key: the diagnose user (in group systemd-journal) reads the last
     link and forges the next, a ``plan.verified`` #6 with a right hash and link, from its
-    own unit. journald records its uid: ``opsbot audit --verify`` names it forged, and the
-    executor's chain is still the five entries its writer sent."""
+    own unit. journald records its uid: ``opsbot audit --verify`` does not believe it: the
+    executor's chain is the five entries its writer sent, intact, and the forgery is
+    listed apart (so logging such fields makes no chain fail either)."""
     entries = written(tmp_path)
     forged = journal_fields({"event": "plan.verified", "plan_id": PLAN}, "opsbot-verify")
     last = entries[-1]
@@ -140,10 +141,9 @@ def test_a_link_forged_by_another_uid_is_named_and_not_believed(
     monkeypatch.setattr(audit_verify, "CHAIN_DIRS", {"executor": tmp_path})
     monkeypatch.setattr(audit_verify, "read_entries", lambda matches, against: [*entries, forged])
     [report] = audit_verify.verify_plan(PLAN, None)
-    assert report.entries == 5
-    assert report.problems == [
-        "forged: #6 (plan.verified at 2026-12-03 00:01:00 UTC) names the executor's chain but "
-        "was written by uid 998 in opsbot-verify.service; only the executor's own entries count"
+    assert (report.entries, report.head, report.problems) == (5, 5, [])
+    assert report.not_its_writers == [
+        "#6 (plan.verified at 2026-12-03 00:01:00 UTC) names the executor's chain but uid 998 "
+        "wrote it in opsbot-verify.service: not believed"
     ]
-    monkeypatch.setattr(audit_verify, "read_entries", lambda matches, against: entries)
-    assert audit_verify.verify_plan(PLAN, None)[0].problems == []
+    assert report.as_json()["not_from_its_writer"] == report.not_its_writers

@@ -12,8 +12,7 @@ from structlog.testing import capture_logs
 
 from executor_svc.peer import Peer, Role
 from executor_svc.service import ExecutorService
-from plans import PlanStore, reject
-from plans import store as plans_store
+from plans import PlanStore, reject, store as plans_store
 from shared_schema import Accept, Plan, Reject, SubmitPlan
 from tests.unit.plans.helpers import POLICY, Clock, step
 

@@ -13,8 +13,7 @@ unit names chosen to look like options.
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 from pydantic import ValidationError
 
 from executor_svc.apply import Applier

@@ -396,6 +396,55 @@ def test_only_shared_io_run_starts_programs() -> None:
     assert not findings, "\n".join(map(str, findings))
 
 
+# -- one road to an approval ---------------------------------------------------------------
+
+#: Where an approval is written (plans.decisions.approve) and the one module that calls it.
+APPROVAL_WRITER = ("plans.decisions", "approve")
+ROAD = "plans/road.py"
+
+
+def approval_writers(source: str, where: str) -> list[Finding]:
+    """Imports of the function that writes an approval, from plans or plans.decisions, and
+    calls of ``plans.approve`` or ``plans.decisions.approve``: a door that writes an
+    approval itself bypasses the road's checks (plans.road.CHECKS)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module in ("plans", APPROVAL_WRITER[0]):
+            if any(alias.name == APPROVAL_WRITER[1] for alias in node.names):
+                found.append(Finding(where, node.lineno, f"imports {node.module}.approve"))
+        if isinstance(node, ast.Attribute) and node.attr == APPROVAL_WRITER[1]:
+            if _dotted(node.value) in ("plans", APPROVAL_WRITER[0]):
+                found.append(Finding(where, node.lineno, f"calls {_dotted(node.value)}.approve"))
+    return found
+
+
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "from plans import approve",
+        "from plans.decisions import Reviewed, approve",
+        "import plans\nplans.approve(store, d, i)",
+    ],
+)
+def test_the_road_checker_flags_a_door_that_writes_an_approval_itself(snippet: str) -> None:
+    """Importing or calling the approval's writer outside the road is a second road."""
+    assert approval_writers(snippet, "snippet.py")
+
+
+def test_only_the_road_writes_an_approval() -> None:
+    """Every approval is written on the road (plans/road.py), where the checks every
+    door must pass live: no other module of the product imports or calls the writer."""
+    findings = [
+        finding
+        for package in (*PACKAGES, *TOOLING)
+        for path in python_files(package)
+        if path.relative_to(ROOT).as_posix()
+        not in (ROAD, "plans/decisions.py", "plans/__init__.py")
+        for finding in approval_writers(path.read_text(), str(path.relative_to(ROOT)))
+    ]
+    assert not findings, "\n".join(map(str, findings))
+
+
 # -- no circles -----------------------------------------------------------------------------
 
 

@@ -61,7 +61,7 @@ def test_the_packages_a_command_imports_first_are_lazy() -> None:
 
 def test_every_lazy_package_s_table_is_written_from_its_modules() -> None:
     """A public name is written once, in the ``__all__`` of the module that defines it:
-    each package's table of names (and the star imports mypy checks callers against) is
+    each package's table of names (and the imports mypy checks callers against) is
     what scripts/generate-exports writes from those, or this fails until it is run."""
     stale = []
     generator = _generator()

@@ -7,8 +7,7 @@ import random
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from shared_schema import WRITE_TOOLS, Plan, canonical_json, fingerprint, parse_plan, sha256_hex
 

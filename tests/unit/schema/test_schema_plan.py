@@ -5,8 +5,7 @@ list of FieldErrors with dotted paths the model can act on, never as an exceptio
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from shared_schema import WRITE_TOOLS, FieldError, Plan, parse_plan
 from shared_schema.text import printable
