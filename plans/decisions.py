@@ -295,12 +295,18 @@ def approve(
                 # Not APPROVED in the store: the approval must not stand either, uncounted.
                 remove_approval(approvals_dir, plan_id)
                 raise
-        elif status.refusal or status.waits_for_window != waits or status.approved_by_rule:
+        elif (
+            status.refusal
+            or status.waits_for_window != waits
+            or status.approved_by_rule
+            or (approver and status.approved_by != approver)
+        ):
             # A renewed approval is news to the apply: the last refusal was of the old one
-            # (and `approve --wait` ends on the next refusal, the same words or not). Root
-            # renewing a rule's approval makes it root's: the status names who now.
+            # (and `approve --wait` ends on the next refusal, the same words or not). The
+            # renewed approval is the renewer's (its file and the journal name them): so
+            # does the status, also where a rule's approval becomes root's.
             update: dict[str, object] = {"refusal": "", "waits_for_window": waits}
-            if status.approved_by_rule and approver:
+            if approver:
                 update.update(approved_by=approver, approved_by_rule="", rule_sha256="")
             store.save_status(status.model_copy(update=update))
     log.info(

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import ClassVar
 
@@ -34,7 +34,7 @@ from plans.approvals import CheckedApproval, check_approval, rejection_reason
 from plans.errors import ApprovalExpired, ApprovalRefused, TamperedPlan
 from plans.policy import policy_errors, step_argv
 from plans.preconditions import expectation_mismatch
-from plans.records import PlanRecord, StatusRecord
+from plans.records import PlanRecord, StatusRecord, plan_expiry
 from plans.store import PlanStore
 from plans.verification import history_errors
 from plans.windows import (
@@ -189,7 +189,7 @@ def decide(
         return Interrupted()
     if status.state.is_final:
         return Skip()
-    if now - record.submitted_at > timedelta(seconds=policy.plan_ttl_seconds):
+    if now >= plan_expiry(record, policy):  # the instant every other guard calls expired
         return Expire(f"older than plan_ttl_seconds={policy.plan_ttl_seconds}")
     try:
         plan = store.verified_plan(record)
