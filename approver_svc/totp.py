@@ -105,9 +105,15 @@ def read_secret(directory: Path | None, approver: str) -> pyotp.TOTP:
                 hint=add,
             )
         raw = handle.read(MAX_SECRET_BYTES + 1)
+    if len(raw) > MAX_SECRET_BYTES:  # never a part of it taken for the secret
+        raise Refusal(
+            "internal",
+            f"approver {approver}'s TOTP secret is longer than {MAX_SECRET_BYTES} bytes",
+            hint=add,
+        )
     secret = raw.decode("ascii", "replace").strip().upper()
-    totp = pyotp.TOTP(secret, digits=DIGITS, interval=STEP_SECONDS)
-    try:
+    try:  # pyotp checks the secret (base32, long enough) as it builds the TOTP
+        totp = pyotp.TOTP(secret, digits=DIGITS, interval=STEP_SECONDS)
         totp.at(0)
     except (binascii.Error, ValueError) as exc:
         raise Refusal(
