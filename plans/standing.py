@@ -39,6 +39,7 @@ from plans.records import PlanRecord, StatusRecord
 from plans.store import PlanStore
 from plans.verification import history_errors
 from plans.windows import Analyzer, systemd_analyze, window_state
+from shared_io.errors import OpsbotError
 from shared_schema import ExecutorPolicy, Plan, PlanState
 from shared_schema.standing import ApproveRule
 
@@ -113,7 +114,7 @@ class StoreIndex:
             units = frozenset(store.verified_plan(record).units())
             self.entries[plan_id] = (units, store.status(plan_id, record))
             self.unreadable.pop(plan_id, None)
-        except PlanError as exc:
+        except OpsbotError as exc:  # its plan or its status cannot be read or believed
             self.entries.pop(plan_id, None)
             self.unreadable[plan_id] = (exc.message, _named_units(record))
 

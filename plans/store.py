@@ -31,7 +31,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from plans.errors import PlanNotFound, StoreError, TamperedPlan, TooManyWaiting
+from plans.errors import PlanError, PlanNotFound, StoreError, TamperedPlan, TooManyWaiting
 from plans.records import PlanRecord, Provenance, StatusRecord, Transition
 from shared_io.files import (
     TMP_PREFIX,
@@ -159,7 +159,9 @@ class PlanStore:
         if self._open_by_sha is None:
             index: dict[str, Open] = {}
             for plan_id in self.ids():
-                with contextlib.suppress(StoreError, PlanNotFound):
+                # A file that is no record (unreadable, tampered with, another plan's) is
+                # no open plan a new one could duplicate: it keeps no submit out.
+                with contextlib.suppress(StoreError, PlanError):
                     record = self.load(plan_id)
                     if not self.status(plan_id).state.is_final:
                         index[record.sha256] = _open(record)
