@@ -14,16 +14,15 @@ chain from opsbot's units as the executor's user, root's from uid 0; on a collec
 - out of order when the journal has it before an entry with a smaller number;
 - unlinked when its ``*_PREV`` is not the hash of the entry numbered before it (an entry
   replaced by one made up);
+- forked when two different entries carry one number (one made up, or its writer killed
+  between sending it and keeping its head; the same entry twice is one).
 
-An entry that names a writer's chain but that journald says another uid (or, locally, a
-unit not opsbot's) sent is not believed: the hash has no key, so anyone who can read the
-last link can compute the next one, and only the uid journald records tells the writer's
-own. It is left out of the chain and listed apart ("not from its writer"); it makes no
-problem of the chain, so a local user who logs such fields cannot make ``--verify`` fail.
-
-With ``--against DIR`` the entries are the collector's copy (journal files under DIR,
-as systemd-journal-remote writes them), and this host's heads are checked against them:
-root on this host cannot rewrite that copy.
+An entry that names a writer's chain and carries a chain hash, but that journald says
+another uid (or, locally, a unit not opsbot's) sent, is not believed: the hash has no key,
+so anyone who can read the last link can compute the next one, and only the uid journald
+records tells the writer's own. It is left out of the chain and listed apart ("not from
+its writer"); it makes no problem of the chain, so a local user who logs such fields
+cannot make ``--verify`` fail.
 """
 
 from __future__ import annotations
@@ -160,7 +159,15 @@ def check_chain(
             report.problems.append(
                 f"altered: #{seq} ({_where(entry)}): its fields are not what its hash signed"
             )
-        numbered.setdefault(seq, entry)
+        first = numbered.setdefault(seq, entry)
+        if first is not entry and first.get(HASH_FIELD) != entry.get(HASH_FIELD):
+            # The same entry twice (a journal upload retried) is one entry; two different
+            # ones under one number are a fork of the chain.
+            report.problems.append(
+                f"forked: #{seq} ({_where(entry)}) is a second, different entry numbered "
+                f"#{seq} after ({_where(first)}): one was made up, or its writer was killed "
+                "between sending it and keeping its head"
+            )
         order.append(seq)
     last = max(order, default=0)
     top = max(last, head.seq if head is not None else 0)
@@ -204,9 +211,10 @@ def _read_head(path: Path) -> Head | None:
     return head if head.seq else None
 
 
-def _forged(entry: Mapping[str, str], name: str) -> str:
-    """An entry that names ``name``'s chain but that writer did not send."""
-    seq = entry.get("CHAIN_SEQ") or entry.get("DAY_SEQ") or "?"
+def _forged(entry: Mapping[str, str], name: str, seq_field: str) -> str:
+    """An entry that names ``name``'s chain but that writer did not send (numbered as the
+    chain being checked numbers it: ``seq_field``)."""
+    seq = entry.get(seq_field) or "?"
     unit = entry.get("_SYSTEMD_UNIT") or "no unit"
     return (
         f"#{seq} ({_where(entry)}) names the {name}'s chain but uid {entry.get('_UID', '?')} "
@@ -245,7 +253,9 @@ def _report(
 ) -> ChainReport:
     report = ChainReport(name, of)
     check_chain(report, chains.trusted.get(name, []), seq_field, prev_field, head)
-    report.not_its_writers = [_forged(entry, name) for entry in chains.forged.get(name, [])]
+    report.not_its_writers = [
+        _forged(entry, name, seq_field) for entry in chains.forged.get(name, [])
+    ]
     return report
 
 

@@ -147,3 +147,19 @@ def test_a_link_forged_by_another_uid_is_named_and_not_believed(
         "wrote it in opsbot-verify.service: not believed"
     ]
     assert report.as_json()["not_from_its_writer"] == report.not_its_writers
+
+
+def test_a_second_entry_under_one_number_is_named_as_a_fork(tmp_path: Path) -> None:
+    """After the real #3, a made-up #3 with a right hash of its own fields and a right
+    link to #2: the chain forked, and --verify says so; the same entry sent twice (a
+    journal upload retried) is one entry and no problem."""
+    entries = written(tmp_path)
+    made_up = dict(entries[2], EVENT="step.skipped", REASON="made up")
+    made_up["AUDIT_HASH"] = entry_hash(made_up)
+    said = problems(tmp_path, [*entries[:3], made_up, *entries[3:]])
+    assert said == [
+        "forked: #3 (step.skipped at 2026-12-03 00:00:02 UTC) is a second, different entry "
+        "numbered #3 after (step.finished at 2026-12-03 00:00:02 UTC): one was made up, or "
+        "its writer was killed between sending it and keeping its head"
+    ], said
+    assert problems(tmp_path, [*entries[:3], dict(entries[2]), *entries[3:]]) == []

@@ -1,0 +1,139 @@
+"""How a writer chains its entries and keeps its heads (shared_io.audit_chain): which
+process writes which chain, the hash any verifier can recompute, head files only the
+writer's group can read and never followed through a symlink, and a head that cannot be
+read back that neither stops the writer logging nor misleads the verifier."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from shared_io import audit_chain
+from shared_io.audit_chain import (
+    EXECUTOR_CHAIN_DIR,
+    GENESIS,
+    ROOT_CHAIN_DIR,
+    Chain,
+    Head,
+    day_head_path,
+    entry_hash,
+    plan_head_path,
+    read_head,
+    writer_chain,
+)
+from shared_io.log import journal_fields
+from tests.unit.audit.test_audit_chain import PLAN, problems, written
+
+AT = datetime(2026, 12, 3, 6, 0, tzinfo=UTC)
+
+
+def accepted() -> dict[str, str]:
+    """``plan.accepted`` about PLAN, as the executor's apply sends it."""
+    return journal_fields({"event": "plan.accepted", "plan_id": PLAN}, "opsbot-apply")
+
+
+def test_an_entrys_hash_is_the_sha256_of_its_signed_fields_as_compact_sorted_json() -> None:
+    """``AUDIT_HASH`` is the sha256 of the writer's fields (not journald's ``_*``, not
+    ``CODE_*``, not the hash) as JSON with sorted keys and no spaces: a verifier of
+    another version, or a script, recomputes it from the fields whatever order they come
+    in."""
+    fields = {
+        "PLAN_ID": PLAN,
+        "EVENT": "plan.accepted",
+        "CHAIN": "executor",
+        "_UID": "997",
+        "__REALTIME_TIMESTAMP": "1796277600000000",
+        "CODE_LINE": "12",
+        "AUDIT_HASH": GENESIS,
+    }
+    canonical = b'{"CHAIN":"executor","EVENT":"plan.accepted","PLAN_ID":"' + PLAN.encode() + b'"}'
+    assert entry_hash(fields) == hashlib.sha256(canonical).hexdigest()
+
+
+def test_a_trail_read_back_with_its_fields_in_another_order_is_intact(tmp_path: Path) -> None:
+    """journalctl prints an entry's fields in journald's order, not the order the writer
+    sent them: the trail read back with every entry's fields reversed is still intact."""
+    entries = [dict(reversed(entry.items())) for entry in written(tmp_path)]
+    assert problems(tmp_path, entries) == []
+
+
+def test_a_writer_without_a_head_or_with_an_empty_one_is_at_the_genesis(tmp_path: Path) -> None:
+    """No head file yet, or one left empty (created, then the entry never sent): the
+    writer's head is the genesis, number 0."""
+    assert read_head(tmp_path / "none") == Head(0, GENESIS)
+    (tmp_path / "empty").write_text("")
+    assert read_head(tmp_path / "empty") == Head(0, GENESIS)
+
+
+def test_roots_processes_write_roots_chain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any process running as root (the approver, root's console) chains into root's
+    chain, kept in /var/lib/opsbot-approvals/audit, whatever it calls itself."""
+    monkeypatch.setattr(audit_chain.os, "geteuid", lambda: 0)
+    for identifier in ("opsbot", "opsbot-approver", "opsbot-apply"):
+        chain = writer_chain(identifier)
+        assert chain is not None
+        assert (chain.name, chain.directory) == ("root", ROOT_CHAIN_DIR)
+
+
+def test_the_executors_daemon_and_apply_write_the_executors_chain(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """opsbot-executor and opsbot-apply, as the executor's user, chain into the
+    executor's chain, kept in /var/lib/opsbot/audit."""
+    monkeypatch.setattr(audit_chain.os, "geteuid", lambda: 997)
+    for identifier in ("opsbot-executor", "opsbot-apply"):
+        chain = writer_chain(identifier)
+        assert chain is not None
+        assert (chain.name, chain.directory) == ("executor", EXECUTOR_CHAIN_DIR)
+
+
+def test_other_units_write_no_chain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The diagnose service, the web door or an operator's console are no chain's writer:
+    their entries are not chained."""
+    monkeypatch.setattr(audit_chain.os, "geteuid", lambda: 998)
+    for identifier in ("opsbot-diagnose", "opsbot-web", "opsbot"):
+        assert writer_chain(identifier) is None
+
+
+def test_a_writers_heads_are_readable_by_its_group_only(tmp_path: Path) -> None:
+    """The plan's and the day's head files a writer creates are mode 0640: the writer
+    writes them, its group reads them, no one else."""
+    umask = os.umask(0o022)
+    try:
+        with Chain("executor", tmp_path).link(accepted(), now=AT):
+            pass
+    finally:
+        os.umask(umask)
+    for head in (plan_head_path(tmp_path, PLAN), day_head_path(tmp_path, "20261203")):
+        assert stat.S_IMODE(head.stat().st_mode) == 0o640, head
+
+
+def test_a_head_that_is_a_symlink_is_not_followed(tmp_path: Path) -> None:
+    """A plan's head replaced by a symlink to another file: the writer does not write
+    through it (the file stays as it was) and leaves the entry unchained."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("not a head\n")
+    chain_dir = tmp_path / "audit"
+    chain_dir.mkdir()
+    plan_head_path(chain_dir, PLAN).symlink_to(elsewhere)
+    fields = accepted()
+    with Chain("executor", chain_dir).link(fields, now=AT):
+        pass
+    assert elsewhere.read_text() == "not a head\n"
+    assert "CHAIN" not in fields and "AUDIT_HASH" not in fields
+
+
+def test_a_garbled_head_does_not_stop_the_writer_logging(tmp_path: Path) -> None:
+    """A plan's head garbled into bytes that are no head (not ASCII, no number): the
+    entry is still sent and chained, from #1 and the genesis, and the head is its own."""
+    plan_head_path(tmp_path, PLAN).write_bytes(b"\xff " + b"a" * 64)
+    fields = accepted()
+    with Chain("executor", tmp_path).link(fields, now=AT):
+        pass
+    assert (fields["CHAIN_SEQ"], fields["CHAIN_PREV"]) == ("1", GENESIS)
+    assert read_head(plan_head_path(tmp_path, PLAN)) == Head(1, fields["AUDIT_HASH"])
