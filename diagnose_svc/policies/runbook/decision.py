@@ -4,6 +4,8 @@ mode. Several causes for a human give one note (the first); fixes make one plan.
 
 from __future__ import annotations
 
+from typing import Any
+
 from diagnose_svc.actions import Action, SubmitPlan
 from diagnose_svc.policies.findings import Findings
 from diagnose_svc.policies.runbook.constants import RUNNING
@@ -64,7 +66,7 @@ def decide(settings: DiagnoseSettings, available: set[str], unit: str, found: Fi
             fixes.append(result)
     if humans:
         return human_note(view, unit, humans[0], roots)
-    steps = [s for fix in fixes for s in fix.steps]
+    steps = _merged([fix.steps for fix in fixes], roots)
     goal = "; ".join(fix.goal for fix in fixes)
     strangers = view.strangers()
     if strangers:
@@ -72,6 +74,22 @@ def decide(settings: DiagnoseSettings, available: set[str], unit: str, found: Fi
         also = also_failing(view)
         steps[0] = {**steps[0], "reason": cut(steps[0]["reason"], 500 - len(also)) + also}
     return plan(goal, steps)
+
+
+def _merged(fixes: list[list[dict[str, Any]]], roots: list[str]) -> list[dict[str, Any]]:
+    """One plan of several roots' fixes: every root's own steps first, then what stopped
+    with them, each unit acted on once (a unit that needs two failed roots is started
+    after both, not once after each)."""
+    own = [s for steps in fixes for s in steps if s["args"]["unit"] in roots]
+    then = [s for steps in fixes for s in steps if s["args"]["unit"] not in roots]
+    seen: set[tuple[str, str]] = set()
+    merged = []
+    for s in [*own, *then]:
+        key = (s["tool"], s["args"]["unit"])
+        if key not in seen:
+            seen.add(key)
+            merged.append(s)
+    return merged
 
 
 def unchecked(view: View, available: set[str], root: str) -> list[str]:
