@@ -64,7 +64,7 @@ def ensure_rule(policy: ExecutorPolicy) -> bool:
         return False
     if rule_matches(current, policy):
         return False
-    write_rule(rule_for(policy)[0])
+    write_rule(rule_for(policy)[0], RULE_PATH)
     log.info("polkit.rule_written", reason="the rule did not match the config")
     return True
 
@@ -97,7 +97,7 @@ def write_following(
     policy, digest = _policy(paths)
     for _ in range(MAX_ROUNDS):
         rule, windows = rule_for(policy)
-        write_rule(rule)
+        write_rule(rule, RULE_PATH)
         until, seen = clock() + quiet, digest
         while True:
             try:

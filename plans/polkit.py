@@ -156,7 +156,7 @@ def rule_horizon(text: str) -> datetime | None:
     return datetime.fromtimestamp(max(ends) / 1000, UTC) if ends else None
 
 
-def grant_path(plan_id: str, rules_dir: Path = RULE_PATH.parent) -> Path:
+def grant_path(plan_id: str, rules_dir: Path) -> Path:
     return rules_dir / f"{GRANT_PREFIX}{plan_id}.rules"
 
 
@@ -220,7 +220,7 @@ def remove_grants(keep: Callable[[str], bool], rules_dir: Path = RULE_PATH.paren
     return removed
 
 
-def write_rule(rule: str, path: Path = RULE_PATH) -> None:
+def write_rule(rule: str, path: Path) -> None:
     """Replace ``path`` with ``rule``, owned by root:root, mode 0644, atomically: polkitd
     reads the old rule or the whole new one, and never one that someone else owns."""
     path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -304,52 +305,108 @@ def record_report(
     return Recorded(plan_id=report.plan_id, state=new)
 
 
+@dataclass(frozen=True)
+class _Ran:
+    """A recent plan whose steps ran: its steps, units, incident, state and when it ended."""
+
+    plan_id: str
+    steps: tuple[tuple[str, str], ...]
+    incident: str
+    state: PlanState
+    ended: datetime | None
+
+    @property
+    def units(self) -> set[str]:
+        return {unit for _, unit in self.steps}
+
+
+def _cured_since(tried: _Ran, ran: list[_Ran]) -> str | None:
+    """A plan that ended VERIFIED after ``tried`` ended, in its incident or on one of its
+    units: the symptom was gone, or its unit seen healthy, since those steps did not help
+    (the executor's own records say so). Its id, or None."""
+    for other in ran:
+        if (
+            other.state is PlanState.VERIFIED
+            and other.ended is not None
+            and tried.ended is not None
+            and other.ended > tried.ended
+            and (other.incident == tried.incident or other.units & tried.units)
+        ):
+            return other.plan_id
+    return None
+
+
 def history_errors(
     plan: Plan, store: PlanStore, policy: ExecutorPolicy, now: datetime
 ) -> list[FieldError]:
     """What opsbot's recent plans forbid ``plan`` to do: a start or restart beyond the
-    restart budget, or the very steps of a plan that ended UNRESOLVED."""
+    restart budget, or the very steps of a plan that ended UNRESOLVED (within its
+    incident, and across incidents until its units were seen healthy again: a plan in
+    its incident, or one on its units, ended VERIFIED since)."""
     since = now - timedelta(minutes=policy.restart_budget_minutes)
     restarts: dict[str, list[str]] = {}
-    tried: dict[tuple[tuple[str, str], ...], str] = {}
+    ran: list[_Ran] = []
     for plan_id in _recent(store, policy, now):
         try:
             status = store.status(plan_id)
             if status.state not in RAN:
                 continue
-            ran = store.verified_plan(store.load(plan_id))
+            record = store.load(plan_id)
+            done = store.verified_plan(record)
         except PlanError:
             continue
-        for record, step in zip(status.steps, ran.steps, strict=False):
+        for step_record, step in zip(status.steps, done.steps, strict=False):
             # A start or restart that was begun counts, whatever its exit: `systemctl
             # restart` that exits 1 ("Job ... failed") or times out did restart the unit.
-            at = record.finished_at or record.started_at
+            at = step_record.finished_at or step_record.started_at
             if step.tool in RESTARTS and at is not None and at >= since:
                 restarts.setdefault(step.args.unit, []).append(plan_id)
         ended = status.history[-1].at if status.history else None
-        if status.state in NOT_FIXED and ended is not None and ended >= since:
-            tried[tuple((s.tool, s.args.unit) for s in ran.steps)] = plan_id
+        steps = tuple((s.tool, s.args.unit) for s in done.steps)
+        ran.append(_Ran(plan_id, steps, record.incident_id, status.state, ended))
+    incident = _incident_of(plan, store)
     errors: list[FieldError] = []
     sequence = tuple((s.tool, s.args.unit) for s in plan.steps)
-    if sequence in tried:
+    for tried in reversed(ran):  # the latest first: its id is the one named
+        if (
+            tried.state not in NOT_FIXED
+            or tried.steps != sequence
+            or tried.ended is None
+            or tried.ended < since
+        ):
+            continue
+        if tried.incident != incident and _cured_since(tried, ran) is not None:
+            continue  # a new incident since its units were healthy: the fix may fit it
         errors.append(
             FieldError(
                 path="steps",
-                message=f"{TRIED_BEFORE}: plan {tried[sequence]} ran these very steps within "
+                message=f"{TRIED_BEFORE}: plan {tried.plan_id} ran these very steps within "
                 f"{policy.restart_budget_minutes} min and its service did not come back "
                 "(UNRESOLVED)",
             )
         )
+        break
     for index, step in enumerate(plan.steps):
-        done = restarts.get(step.args.unit, [])
-        if step.tool in RESTARTS and len(done) >= policy.restart_budget:
+        done_by = restarts.get(step.args.unit, [])
+        if step.tool in RESTARTS and len(done_by) >= policy.restart_budget:
             errors.append(
                 FieldError(
                     path=f"steps.{index}",
                     message=f"{RESTART_BUDGET}: opsbot's plans started or restarted "
-                    f"{step.args.unit} {len(done)} times in the last "
-                    f"{policy.restart_budget_minutes} min (plans {', '.join(done[-3:])}; "
+                    f"{step.args.unit} {len(done_by)} times in the last "
+                    f"{policy.restart_budget_minutes} min (plans {', '.join(done_by[-3:])}; "
                     f"limit {policy.restart_budget}): restarts are not fixing it",
                 )
             )
     return errors
+
+
+def _incident_of(plan: Plan, store: PlanStore) -> str | None:
+    """The incident ``plan`` would join: that of the plan it follows (None: it starts
+    one of its own, or the plan it follows cannot be read)."""
+    if plan.follows is None:
+        return None
+    try:
+        return store.load(plan.follows).incident_id
+    except PlanError:
+        return None

@@ -39,6 +39,14 @@ def _fresh_logging() -> Iterator[None]:
     structlog.contextvars.clear_contextvars()
 
 
+@pytest.fixture(autouse=True)
+def _no_polkit_of_this_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine running the tests may have polkitd (scripts/setup installs it for the
+    containers) but is no host of opsbot's: no unit test may find a polkit rule there and
+    write a grant into /etc/polkit-1 (a test that needs polkit's mode says so itself)."""
+    monkeypatch.setattr("plans.polkit.POLKITD_PATHS", ())
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> PlanStore:
     state = tmp_path / "state"

@@ -84,10 +84,13 @@ class RunbookPolicy:
 
 def _refused_unit(transcript: Transcript, refused: str) -> str:
     """The unit a refusal is about: the first unit of the refused plan its words name
-    (a budget spent on a dependency is that dependency's, never the entry's)."""
+    (a budget spent on a dependency is that dependency's, never the entry's); steps
+    tried before are about the unit they act on first."""
     for turn in reversed(transcript.turns):
         if isinstance(turn.action, SubmitPlan):
             units = [s["args"]["unit"] for s in turn.action.plan.get("steps", [])]
             named = [u for u in units if u in refused]
+            if not named and TRIED_BEFORE in refused:
+                named = units
             return named[0] if named else transcript.unit
     return transcript.unit

@@ -33,7 +33,7 @@ def test_a_save_during_the_write_ends_in_the_rule_of_the_saved_config(
     paths = _paths(tmp_path, WIDE)
     written: list[str] = []
 
-    def write_rule(rule: str) -> None:
+    def write_rule(rule: str, path: Path) -> None:
         if not written:
             paths.config.write_text(NARROW)  # the save lands mid-run
         written.append(rule)
@@ -62,7 +62,7 @@ def test_a_save_right_after_the_write_is_taken_while_the_run_waits_for_quiet(
         if now[0] >= 1.0 and len(written) == 1:
             paths.config.write_text(NARROW)  # a second after the rule was written
 
-    monkeypatch.setattr(polkit_rule, "write_rule", written.append)
+    monkeypatch.setattr(polkit_rule, "write_rule", lambda rule, path: written.append(rule))
     rule, _, _ = polkit_rule.write_following(paths, 5.0, clock=lambda: now[0], sleep=sleep)
     assert len(written) == 2 and rule == written[-1]
     assert '"web.service"' not in rule and '"db.service"' in rule
@@ -77,7 +77,7 @@ def test_a_config_that_never_settles_is_an_error_naming_it(
     paths = _paths(tmp_path, WIDE)
     saves = iter(range(100))
 
-    def write_rule(rule: str) -> None:
+    def write_rule(rule: str, path: Path) -> None:
         paths.config.write_text(WIDE + f"# save {next(saves)}\n")
 
     monkeypatch.setattr(polkit_rule, "write_rule", write_rule)
@@ -104,7 +104,7 @@ def test_a_save_caught_half_written_is_waited_out_and_the_next_one_taken(
         if now[0] in saves:
             paths.config.write_text(saves[now[0]])
 
-    monkeypatch.setattr(polkit_rule, "write_rule", written.append)
+    monkeypatch.setattr(polkit_rule, "write_rule", lambda rule, path: written.append(rule))
     rule, _, _ = polkit_rule.write_following(paths, 5.0, clock=lambda: now[0], sleep=sleep)
     assert len(written) == 2 and '"web.service"' not in rule and '"db.service"' in rule
     written.clear()

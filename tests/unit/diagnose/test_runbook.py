@@ -1027,6 +1027,27 @@ def test_a_budget_spent_on_a_dependency_is_reported_as_the_dependency_s() -> Non
     assert verdict.text.startswith("app.service is failing because of db.service")
 
 
+def test_steps_tried_before_are_reported_as_the_unit_they_act_on() -> None:
+    """app needs db; the executor refuses to start db again (the same start ended
+    UNRESOLVED in this incident): the note is about db, whose journal tells why, never
+    "app: restarting is not fixing it"."""
+    from shared_schema import FieldError, Revise
+
+    tried = (
+        "tried before: plan 20261129-213500-0123abcd ran these very steps within 30 min "
+        "and its service did not come back (UNRESOLVED)"
+    )
+    host = RecordedHost().add(recorded.APP_SHOW, recorded.APP_JOURNAL).add(DB_RAN)
+    config = DiagnoseSettings()
+    submitter = FakeSubmitter([Revise(errors=[FieldError(path="steps", message=tried)])])
+    verdict = run_diagnosis(
+        "app.service", "", RunbookPolicy(config), host.tools(), submitter, config
+    )
+    assert cause_of(verdict) == ("restarts_not_fixing", "db.service")
+    assert isinstance(verdict, NoteVerdict)
+    assert "journalctl -u db.service" in verdict.text
+
+
 # -- dependencies only a configuration names ---------------------------------------------------
 
 

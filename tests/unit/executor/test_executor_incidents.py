@@ -128,3 +128,100 @@ def test_a_fourth_plan_in_one_incident_is_refused_for_a_human(
     assert isinstance(fourth, Revise)
     message = fourth.errors[0].message
     assert message.startswith(f"{INCIDENT_CAP}: incident {first} has had 3 plans (limit 3")
+
+
+# -- "tried before" belongs to its incident --------------------------------------------------
+
+
+def ran_and_cured(
+    service: ExecutorService, store: PlanStore, approvals_dir: Path, clock: Clock, sent: SubmitPlan
+) -> str:
+    """``sent`` accepted, approved, applied, and reported VERIFIED: its id."""
+    accepted = service.handle(sent, DIAGNOSE)
+    assert isinstance(accepted, Accept), accepted
+    approved(store, approvals_dir, store.load(accepted.plan_id), clock())
+    Applier(
+        store,
+        approvals_dir,
+        POLICY,
+        actor="opsbot-executor",
+        now=clock,
+        read_state=unit_in("failed"),
+        run_step=Systemctl(),
+    ).apply_all()
+    clock.advance(11)
+    symptom = store.verified_plan(store.load(accepted.plan_id)).symptom
+    verdict = report(accepted.plan_id, accepted.sha256, "verified").model_copy(
+        update={"targets": list(symptom.health) if symptom else []}
+    )
+    service.handle(verdict, DIAGNOSE)
+    assert store.status(accepted.plan_id).state is PlanState.VERIFIED
+    return accepted.plan_id
+
+
+def test_within_an_incident_the_steps_that_did_not_help_are_refused(
+    service: ExecutorService, store: PlanStore, approvals_dir: Path, clock: Clock
+) -> None:
+    """Restarting nginx did not cure web's 503: the incident's follow-up may not restart
+    nginx again (REVISE: tried before, naming the plan that did)."""
+    first = ran_and_did_not_cure(service, store, approvals_dir, clock, proposal("nginx.service"))
+    again = service.handle(proposal("nginx.service", follows=first), DIAGNOSE)
+    assert isinstance(again, Revise), again
+    assert f"tried before: plan {first} ran these very steps" in again.errors[0].message
+
+
+def test_after_its_incident_ended_verified_a_new_failure_may_have_the_same_fix(
+    service: ExecutorService, store: PlanStore, approvals_dir: Path, clock: Clock
+) -> None:
+    """Restarting nginx did not cure web's 503, restarting app (the follow-up) did: the
+    incident ended VERIFIED. Minutes later nginx fails for a new reason: a new diagnosis
+    may restart it (a new incident), and the plan is accepted."""
+    first = ran_and_did_not_cure(service, store, approvals_dir, clock, proposal("nginx.service"))
+    ran_and_cured(service, store, approvals_dir, clock, proposal("app.service", follows=first))
+    clock.advance(60)
+    answer = service.handle(proposal("nginx.service"), DIAGNOSE)
+    assert isinstance(answer, Accept), answer
+
+
+def test_until_its_units_were_seen_healthy_a_new_incident_may_not_repeat_the_steps(
+    service: ExecutorService, store: PlanStore, approvals_dir: Path, clock: Clock
+) -> None:
+    """Restarting nginx did not cure web's 503 and nothing since shows it cured: a new
+    diagnosis proposing that same restart is refused (tried before), also when a plan
+    of another incident, on another unit, ended VERIFIED meanwhile."""
+    first = ran_and_did_not_cure(service, store, approvals_dir, clock, proposal("nginx.service"))
+    ran_and_cured(
+        service,
+        store,
+        approvals_dir,
+        clock,
+        proposal("app.service", symptom={"unit": "app.service"}),
+    )
+    answer = service.handle(proposal("nginx.service"), DIAGNOSE)
+    assert isinstance(answer, Revise), answer
+    assert f"tried before: plan {first}" in answer.errors[0].message
+
+
+def test_a_verified_fix_of_the_same_unit_lifts_what_an_earlier_incident_tried(
+    service: ExecutorService, store: PlanStore, approvals_dir: Path, clock: Clock
+) -> None:
+    """Restarting nginx and app together did not cure web's 503; later a plan of another
+    incident restarted nginx and ended VERIFIED (nginx seen healthy): the first plan's
+    steps may be proposed again for a new failure."""
+    ran_and_did_not_cure(
+        service,
+        store,
+        approvals_dir,
+        clock,
+        proposal("nginx.service", None, WEB_503, "app.service"),
+    )
+    ran_and_cured(
+        service,
+        store,
+        approvals_dir,
+        clock,
+        proposal("nginx.service", symptom={"unit": "nginx.service"}),
+    )
+    clock.advance(60)
+    answer = service.handle(proposal("nginx.service", None, WEB_503, "app.service"), DIAGNOSE)
+    assert isinstance(answer, Accept), answer
