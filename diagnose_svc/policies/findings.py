@@ -20,8 +20,10 @@ from diagnose_svc.tools.disk_usage import DiskUsage
 from diagnose_svc.tools.list_failed_units import FailedUnits
 from diagnose_svc.tools.list_listeners import Listeners
 from diagnose_svc.tools.read_baseline import Baseline
+from diagnose_svc.tools.read_changes import Changes
 from diagnose_svc.tools.read_config_edges import ConfigEdges
 from diagnose_svc.tools.read_connections import Connections
+from diagnose_svc.tools.read_limits import Limits
 from diagnose_svc.tools.read_memory import MemoryState
 from diagnose_svc.tools.read_process_state import ProcessState
 from diagnose_svc.tools.read_timer import TimerState
@@ -43,6 +45,8 @@ OUTPUTS: dict[str, tuple[str, type[BaseModel]]] = {
     "read_connections": ("connections", Connections),
     "read_config_edges": ("configured", ConfigEdges),
     "read_baseline": ("baseline", Baseline),
+    "read_changes": ("changes", Changes),
+    "read_limits": ("limits", Limits),
 }
 
 
@@ -76,6 +80,8 @@ class Findings:
     connections: dict[str, Connections] = field(default_factory=dict)
     configured: dict[str, ConfigEdges] = field(default_factory=dict)
     baseline: dict[str, Baseline] = field(default_factory=dict)
+    changes: dict[str, Changes] = field(default_factory=dict)
+    limits: dict[str, Limits] = field(default_factory=dict)
     #: (tool, subject) -> why that call gave no answer.
     errors: dict[tuple[str, str], str] = field(default_factory=dict)
     #: Every call made so far (call_key), answered or not: never ask twice.

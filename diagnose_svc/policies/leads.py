@@ -122,6 +122,31 @@ def settings_named(lines: list[JournalLine]) -> list[tuple[str, str, JournalLine
 
 
 NO_SPACE = re.compile(r"no space left on device|ENOSPC|disk (?:is )?full", re.I)
+#: What a process says when it ran out of something, by the resource (leads: each is
+#: checked against the present by a read tool before anything is decided from it).
+EXHAUSTED: dict[str, re.Pattern[str]] = {
+    "disk": re.compile(r"no space left on device|ENOSPC|disk quota exceeded|EDQUOT", re.I),
+    "descriptors": re.compile(r"too many open files|\bEMFILE\b|\bENFILE\b", re.I),
+    "tasks": re.compile(
+        r"can't start new thread|pthread_create|fork: retry|fork failed|"
+        r"cannot fork|resource temporarily unavailable.*(?:fork|thread|clone)",
+        re.I,
+    ),
+    "memory": re.compile(r"cannot allocate memory|\bENOMEM\b|\bMemoryError\b", re.I),
+}
+
+
+def exhausted(lines: list[JournalLine]) -> dict[str, tuple[JournalLine, int]]:
+    """Each resource ``lines`` say ran out: the last line saying so, and how many did."""
+    found: dict[str, tuple[JournalLine, int]] = {}
+    for line in lines:
+        for resource, pattern in EXHAUSTED.items():
+            if pattern.search(line.message):
+                count = found[resource][1] + 1 if resource in found else 1
+                found[resource] = (line, count)
+    return found
+
+
 NO_SUCH_FILE = re.compile(r"no such file or directory|ENOENT|does not exist|not found", re.I)
 _ABSOLUTE = re.compile(r"(/[\w.@+\-]+(?:/[\w.@+\-]+)+)")
 

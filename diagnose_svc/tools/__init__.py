@@ -22,6 +22,8 @@ read_unit_file       UnitFileArgs     UnitFile
 disk_usage           DiskArgs         DiskUsage
 read_memory          MemoryArgs       MemoryState
 read_timer           TimerArgs        TimerState
+read_changes         ChangesArgs      Changes
+read_limits          LimitsArgs       Limits
 ===================  ===============  ===============================================
 """
 

@@ -37,18 +37,23 @@ class UnitConfig:
     unit: str
     mentions: list[Mention] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
+    #: Every file read for it, in order (a proxy's includes too).
+    files: list[str] = field(default_factory=list)
 
 
 class _Files:
-    """Reads within the bound; remembers what could not be read, and why."""
+    """Reads within the bound; remembers what was read, and what could not be, and why."""
 
     def __init__(self) -> None:
         self.unreadable: list[str] = []
+        self.read_paths: list[str] = []
 
     def read(self, path: str) -> str:
         try:
             with open(path, "rb") as handle:
-                return handle.read(FILE_LIMIT).decode("utf-8", "replace")
+                text = handle.read(FILE_LIMIT).decode("utf-8", "replace")
+            self.read_paths.append(path)
+            return text
         except PermissionError:
             self.unreadable.append(f"{path} (permission denied)")
         except FileNotFoundError:
@@ -116,4 +121,9 @@ def unit_config(
         for path in config_paths(argv):
             mentions += from_generic(files.read(path), path)
     unique = list(dict.fromkeys(mentions))
-    return UnitConfig(unit, unique, list(dict.fromkeys(files.unreadable)))
+    return UnitConfig(
+        unit,
+        unique,
+        list(dict.fromkeys(files.unreadable)),
+        list(dict.fromkeys(files.read_paths)),
+    )

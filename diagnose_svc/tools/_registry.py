@@ -43,6 +43,8 @@ EvidenceKind = Literal[
     "disk",
     "memory",
     "timer",
+    "changes",
+    "limits",
 ]
 #: In words, for a note that lists what is still unknown.
 EVIDENCE_WORDS: dict[EvidenceKind, str] = {
@@ -58,6 +60,8 @@ EVIDENCE_WORDS: dict[EvidenceKind, str] = {
     "disk": "the filesystems of",
     "memory": "the memory of",
     "timer": "the timer",
+    "changes": "what changed since the host was healthy for",
+    "limits": "the descriptors and tasks against their limits of",
 }
 
 

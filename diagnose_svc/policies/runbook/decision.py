@@ -66,7 +66,7 @@ def decide(settings: DiagnoseSettings, available: set[str], unit: str, found: Fi
             fixes.append(result)
     if humans:
         return human_note(view, unit, humans[0], roots)
-    steps = _merged([fix.steps for fix in fixes], roots)
+    steps = _with_changes(view, _merged([fix.steps for fix in fixes], roots), roots)
     goal = "; ".join(fix.goal for fix in fixes)
     strangers = view.strangers()
     if strangers:
@@ -90,6 +90,21 @@ def _merged(fixes: list[list[dict[str, Any]]], roots: list[str]) -> list[dict[st
             seen.add(key)
             merged.append(s)
     return merged
+
+
+def _with_changes(
+    view: View, steps: list[dict[str, Any]], roots: list[str]
+) -> list[dict[str, Any]]:
+    """Each root's first step says what changed for it since the host was healthy."""
+    out, told = [], set()
+    for s in steps:
+        unit = s["args"]["unit"]
+        changed = view.changed(unit) if unit in roots and unit not in told else ""
+        told.add(unit)
+        if changed:
+            s = {**s, "reason": cut(f"{s['reason']} {changed}", 500)}
+        out.append(s)
+    return out
 
 
 def unchecked(view: View, available: set[str], root: str) -> list[str]:

@@ -21,8 +21,9 @@ from diagnose_svc.policies.runbook.last_run import (
 from diagnose_svc.policies.runbook.outcomes import Fix, Human, step
 from diagnose_svc.policies.runbook.port_held import port_held
 from diagnose_svc.policies.runbook.view import View
-from diagnose_svc.policies.runbook.words import cut, ended, loop_words
+from diagnose_svc.policies.runbook.words import cut, ended, full_words, loop_words
 from diagnose_svc.tools import JournalLine, UnitStatus
+from diagnose_svc.tools.disk_usage import FULL_FREE_BYTES
 
 #: One check of a down unit: the cause it found (a Human), what it ruled out (a fact
 #: for the plan's reason), or None when it had nothing to check.
@@ -68,12 +69,13 @@ def _room_on_disk(view: View, root: str, status: UnitStatus) -> Human | str | No
     full = disk.full
     if full:
         d = full[0]
+        inodes = d.free_inodes == 0 and d.free_bytes >= FULL_FREE_BYTES
         return Human(
             "disk_full",
             root,
-            f"the filesystem of {d.path} ({d.role}) is full: {d.used_percent:.0f}% "
-            f"used, {d.free_bytes} bytes free",
-            f"A human must free space there (or grow it), then start {root}.",
+            full_words(d),
+            f"A human must {'remove files' if inodes else 'free space'} there (or grow it), "
+            f"then start {root}.",
         )
     return "its filesystems have room"
 

@@ -55,9 +55,11 @@ def human_note(view: View, entry: str, human: Human, roots: list[str]) -> FinalN
     others = [r for r in roots if r != human.unit]
     more = f" Also failing: {', '.join(others)}." if others else ""
     since = view.since_healthy(human.unit)
+    changed = view.changed(human.unit)
     text = (
         f"{via}{human.unit}: {human.fact}. {human.advice} No plan is proposed."
-        f"{' ' + since if since else ''}{more}{also_failing(view)}"
+        f"{' ' + changed if changed else ''}{' ' + since if since else ''}{more}"
+        f"{also_failing(view)}"
     )
     return note(cut(text, 3900), human)
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diagnose_svc.limits import MAX_CALLS_PER_STEP
+from diagnose_svc.policies import leads
 from diagnose_svc.policies.findings import Findings, call_key
 from diagnose_svc.policies.runbook.constants import JOURNAL_LINES, MAX_DEPENDENCIES, RUNNING
 from diagnose_svc.policies.runbook.last_run import text_ports
@@ -89,6 +90,33 @@ def _wanted(settings: DiagnoseSettings, entry: str, found: Findings) -> Iterator
                     # It relays an error and what it depends on looks fine: is that
                     # dependency's process stopped behind an "active" state?
                     yield Read("read_process_state", {"unit": dep})
+    # The unit asked about runs and shows nothing wrong to systemd or its health targets
+    # (a worker with no port and no target): its own output may say it ran out of
+    # something, which the present must then confirm.
+    if view.running(entry) and not view.failing(entry):
+        yield Read("tail_journal", {"unit": entry, "lines": JOURNAL_LINES})
+    for unit in dict.fromkeys([entry, *suspects]):
+        yield from _resource_reads(view, unit)
+
+
+#: The read that checks each resource a process can say it ran out of.
+_RESOURCE_READS = {
+    "disk": "disk_usage",
+    "descriptors": "read_limits",
+    "tasks": "read_limits",
+    "memory": "read_memory",
+}
+
+
+def _resource_reads(view: View, unit: str) -> Iterator[Read]:
+    """The reads that check what ``unit``'s own output, since its process started, says
+    it ran out of."""
+    status, tail = view.status(unit), view.found.journal.get(unit)
+    if status is None or tail is None or not view.running(unit):
+        return
+    since = status.exec_main_start_timestamp
+    for resource in leads.exhausted(leads.own_lines(tail, since)):
+        yield Read(_RESOURCE_READS[resource], {"unit": unit})
 
 
 def _suspects(view: View, found: Findings) -> dict[str, None]:
@@ -126,6 +154,9 @@ def evidence(view: View, unit: str) -> Iterator[Read]:
     status = view.status(unit)
     if status is None or status.load_state != "loaded" or not view.failing(unit):
         return
+    # What changed for it since the host was healthy: the operator's first question,
+    # and evidence in the note or the plan whatever the failure mode.
+    yield Read("read_changes", {"unit": unit})
     if status.active_state in RUNNING:
         yield Read("read_process_state", {"unit": unit})
         if view.process_stuck(unit):

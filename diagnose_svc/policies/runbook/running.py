@@ -36,6 +36,9 @@ def decide_running(view: View, root: str, status: UnitStatus) -> Human | Fix:
     refused = [h for h in bad if h.outcome in ("connection_refused", "connection_error")]
     if refused:
         return _refused(view, root, refused)
+    ran_out = view.ran_out(root)
+    if ran_out is not None:
+        return _ran_out(root, status, *ran_out)
     reloaded = _load_changed(view, root, status, bad)
     if reloaded is not None:
         return reloaded
@@ -50,6 +53,41 @@ def decide_running(view: View, root: str, status: UnitStatus) -> Human | Fix:
         f"{root} is active and its dependencies are healthy, but {what}",
         f"Its own logs (journalctl -u {root}) tell why; nothing it was started with changed, "
         "so no restart or reload is proposed.",
+    )
+
+
+#: What a restart does about each resource a unit can run out of: the unit's own
+#: descriptors, tasks and memory go with its processes; a full filesystem stays full.
+_FREED_BY_RESTART = {
+    "descriptors": "raise LimitNOFILE= or find what leaks them",
+    "tasks": "raise TasksMax= or find what leaks them",
+    "memory": "raise MemoryMax= or find what grows",
+}
+
+
+def _ran_out(root: str, status: UnitStatus, resource: str, facts: str) -> Human | Fix:
+    """It runs, and ran out of ``resource``: a full filesystem is a human's to free (a
+    restart frees nothing there); its own descriptors, tasks or memory go with its
+    processes, so a restart brings it back, and the cause stays named in the plan."""
+    if resource == "disk":
+        return Human(
+            "disk_full",
+            root,
+            facts,
+            f"A human must free room there (or grow it); {root} keeps failing to write "
+            "until then, and a restart frees nothing on a filesystem.",
+        )
+    return Fix(
+        [
+            step(
+                "restart_unit",
+                root,
+                pinned(status),
+                f"{root} ran out of {resource}: {facts}. A restart gives it back what its "
+                f"processes held; the cause remains: {_FREED_BY_RESTART[resource]}.",
+            )
+        ],
+        f"Restart {root}, which ran out of {resource}",
     )
 
 

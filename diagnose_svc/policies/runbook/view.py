@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from diagnose_svc.policies import leads
 from diagnose_svc.policies.findings import Findings
+from diagnose_svc.policies.runbook import resources
 from diagnose_svc.policies.runbook.constants import DOWN, RUNNING, STOPPED_WITH
 from diagnose_svc.policies.runbook.words import cut, ended, health_words, loop_words
 from diagnose_svc.tools import HealthResult, UnitStatus
@@ -103,6 +104,10 @@ class View:
                     f"when the host was last healthy ({base.taken_at:%Y-%m-%d %H:%M} UTC) "
                     f"{e.client} reached {e.server} at {e.endpoint} ({e.source})",
                 )
+
+    def changed(self, unit: str) -> str:
+        """What changed for ``unit`` since the host was healthy, in words (resources.py)."""
+        return resources.changed(self.found, unit)
 
     def since_healthy(self, unit: str) -> str:
         """What changed for ``unit`` since the host was last healthy, in words ('' when
@@ -222,6 +227,10 @@ class View:
         line = leads.reload_failed(tail) if tail is not None else None
         return f'systemd: "{cut(line.message, 160)}"' if line is not None else None
 
+    def ran_out(self, unit: str) -> tuple[str, str] | None:
+        """What ``unit``, which runs, ran out of, confirmed by the present (resources.py)."""
+        return resources.ran_out(self.found, self.status(unit), unit)
+
     def failing(self, unit: str) -> str | None:
         """Why ``unit`` counts as failing, in facts; None when it does not."""
         status = self.status(unit)
@@ -248,6 +257,9 @@ class View:
         failed_reload = self.reload_failed(unit)
         if failed_reload:
             return f"its last reload failed ({failed_reload})"
+        ran_out = self.ran_out(unit)
+        if ran_out:
+            return f"it ran out of {ran_out[0]}: {ran_out[1]}"
         return None
 
     def on_demand(self, status: UnitStatus) -> bool:

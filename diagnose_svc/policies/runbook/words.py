@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from diagnose_svc.tools import HealthResult, UnitStatus
+from diagnose_svc.tools.disk_usage import FULL_FREE_BYTES, Usage
 from shared_schema.text import printable
 
 #: Line breaks and tabs, as characters or as the escapes systemd and journald print
@@ -61,3 +62,17 @@ def health_words(result: HealthResult) -> str:
         "timeout": "does not answer (timed out)",
         "connection_refused": "refuses connections",
     }.get(result.outcome, "cannot be reached")
+
+
+def full_words(usage: Usage) -> str:
+    """A full filesystem in words, by what ran out: its bytes, or its inodes (room left
+    but no file can be made)."""
+    if usage.free_inodes == 0 and usage.free_bytes >= FULL_FREE_BYTES:
+        return (
+            f"the filesystem of {usage.path} ({usage.role}) has no free inodes: no file can "
+            f"be made there, though {usage.free_bytes} bytes are free"
+        )
+    return (
+        f"the filesystem of {usage.path} ({usage.role}) is full: {usage.used_percent:.0f}% "
+        f"used, {usage.free_bytes} bytes free"
+    )

@@ -42,8 +42,10 @@ from diagnose_svc.tools._systemctl import parse_show, parse_timestamp
 from diagnose_svc.tools.disk_usage import DiskArgs, DiskUsage, Usage
 from diagnose_svc.tools.list_listeners import Listener, Listeners, ListenersArgs
 from diagnose_svc.tools.read_baseline import Baseline, BaselineArgs
+from diagnose_svc.tools.read_changes import Changes, ChangesArgs
 from diagnose_svc.tools.read_config_edges import ConfigEdge, ConfigEdges, ConfigEdgesArgs
 from diagnose_svc.tools.read_connections import Connections, ConnectionsArgs, Edge
+from diagnose_svc.tools.read_limits import Limits, LimitsArgs
 from diagnose_svc.tools.read_process_state import ProcessArgs, ProcessInfo, ProcessState
 from diagnose_svc.tools.read_unit_file import PathFact, UnitFile, UnitFileArgs
 from diagnose_svc.tools.read_unit_status import DependencyState, parse_unit_status
@@ -151,6 +153,12 @@ class RecordedHost:
     configured: list[ConfigEdge] | None = None
     #: The last-known-good snapshot (read_baseline); None: not offered.
     baseline: Snapshot | None = None
+    #: unit -> what changed for it since the host was healthy (read_changes); None: the
+    #: tool is not offered; a unit not in it: nothing changed.
+    changes: dict[str, Changes] | None = None
+    #: unit -> its descriptors and tasks against their limits (read_limits); None: not
+    #: offered; a unit not in it: far from its limits.
+    limits: dict[str, Limits] | None = None
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     def add(self, show: str, journal: Sequence[tuple[str, str, str, str]] = ()) -> RecordedHost:
@@ -326,8 +334,35 @@ class RecordedHost:
                 health=snap.health,
             )
 
+        def read_changes(args: ChangesArgs, context: ToolContext) -> Changes:
+            """Recorded read_changes."""
+            self.calls.append(("read_changes", args.model_dump()))
+            self.props(args.unit)
+            nothing = Changes(
+                unit=args.unit, since=None, since_what="", changes=[], need_daemon_reload=False
+            )
+            return (self.changes or {}).get(args.unit, nothing)
+
+        def read_limits(args: LimitsArgs, context: ToolContext) -> Limits:
+            """Recorded read_limits."""
+            self.calls.append(("read_limits", args.model_dump()))
+            props = self.props(args.unit)
+            roomy = Limits(
+                unit=args.unit,
+                active_state=props["ActiveState"],
+                open_files=None,
+                fd_table=64,
+                files_limit=1024,
+                tasks=3,
+                tasks_limit=4915,
+                tasks_refused=0,
+            )
+            return (self.limits or {}).get(args.unit, roomy)
+
         # The tools a host recorded before they existed does not offer.
         optional = {
+            "read_limits": (self.limits, make_tool(LimitsArgs, read_limits)),
+            "read_changes": (self.changes, make_tool(ChangesArgs, read_changes)),
             "read_connections": (self.connections, make_tool(ConnectionsArgs, read_connections)),
             "read_config_edges": (self.configured, make_tool(ConfigEdgesArgs, read_config_edges)),
             "read_baseline": (self.baseline, make_tool(BaselineArgs, read_baseline)),

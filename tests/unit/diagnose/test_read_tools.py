@@ -25,7 +25,7 @@ from tests.unit.diagnose import recorded
 
 
 def test_dispatch_table_holds_the_read_tools_only() -> None:
-    """The table has the thirteen read tools, each described by its docstring, each declaring
+    """The table has the fifteen read tools, each described by its docstring, each declaring
     its output model and the kind of evidence it gives; no write tool."""
     assert sorted(READ_TOOLS) == [
         "disk_usage",
@@ -33,8 +33,10 @@ def test_dispatch_table_holds_the_read_tools_only() -> None:
         "list_failed_units",
         "list_listeners",
         "read_baseline",
+        "read_changes",
         "read_config_edges",
         "read_connections",
+        "read_limits",
         "read_memory",
         "read_process_state",
         "read_timer",
@@ -57,6 +59,8 @@ def test_dispatch_table_holds_the_read_tools_only() -> None:
         "read_connections": "connections",
         "read_config_edges": "configured",
         "read_baseline": "baseline",
+        "read_changes": "changes",
+        "read_limits": "limits",
         "read_memory": "memory",
         "read_process_state": "process",
         "read_timer": "timer",

@@ -24,8 +24,10 @@ from diagnose_svc.redact import Redactor
 from diagnose_svc.runtime import run_diagnosis
 from diagnose_svc.tools.disk_usage import Usage
 from diagnose_svc.tools.list_listeners import Holder, Listener
+from diagnose_svc.tools.read_changes import Change, Changes
 from diagnose_svc.tools.read_config_edges import ConfigEdge
 from diagnose_svc.tools.read_connections import Edge
+from diagnose_svc.tools.read_limits import Limits
 from diagnose_svc.tools.read_process_state import ProcessInfo
 from diagnose_svc.tools.read_unit_file import PathFact
 from diagnose_svc.verdict import NoteVerdict, PlanVerdict
@@ -420,6 +422,71 @@ def test_a_program_that_exits_with_an_error_as_it_starts_gives_a_note() -> None:
     fact = verdict.cause.fact  # type: ignore[union-attr]
     assert "exited with status 2 2.1 s after it started" in fact
     assert "bad value" in fact
+
+
+def _changed_since_healthy(unit: str, *changes: Change) -> dict[str, Changes]:
+    healthy = datetime(2026, 11, 29, 20, 0, tzinfo=UTC)
+    return {
+        unit: Changes(
+            unit=unit,
+            since=healthy,
+            since_what="the host was last seen healthy",
+            changes=list(changes),
+            need_daemon_reload=False,
+        )
+    }
+
+
+def test_a_note_says_which_package_changed_since_the_host_was_healthy() -> None:
+    """db's program exits as it starts; since the host was last seen healthy, dpkg
+    upgraded the package that owns db's config file (and another one that owns nothing
+    db uses). The note says the package, its versions and when, the other one not."""
+    host = _exited_starting(EARLIER)
+    host.changes = _changed_since_healthy(
+        "db.service",
+        Change(
+            at=datetime(2026, 11, 29, 21, 40, tzinfo=UTC),
+            kind="package",
+            name="db-config",
+            detail="1.1 -> 1.2 upgraded",
+        ),
+        Change(
+            at=datetime(2026, 11, 29, 21, 41, tzinfo=UTC),
+            kind="package",
+            name="libunrelated1",
+            detail="2.0 -> 2.1 upgraded",
+            related=False,
+        ),
+    )
+    verdict, _ = diagnose(host, "db.service")
+    assert cause_of(verdict) == ("config_error", "db.service")
+    assert isinstance(verdict, NoteVerdict)
+    assert (
+        "Since the host was last seen healthy (2026-11-29 20:00 UTC): db-config 1.1 -> 1.2 "
+        "upgraded (2026-11-29 21:40 UTC)." in verdict.text
+    )
+    assert "libunrelated1" not in verdict.text
+
+
+def test_a_plan_says_what_changed_for_the_unit_it_starts() -> None:
+    """A killed service is started; its environment file was edited after the host was
+    last healthy: the start's reason says so, with the time."""
+    host = RecordedHost().add(recorded.KILLED_SHOW, recorded.KILLED_JOURNAL)
+    host.changes = _changed_since_healthy(
+        "killed.service",
+        Change(
+            at=datetime(2026, 11, 29, 21, 30, tzinfo=UTC),
+            kind="file",
+            name="/etc/killed/killed.env",
+            detail="modified",
+        ),
+    )
+    verdict, _ = diagnose(host, "killed.service")
+    assert isinstance(verdict, PlanVerdict)
+    assert (
+        "Since the host was last seen healthy (2026-11-29 20:00 UTC): /etc/killed/killed.env "
+        "modified (2026-11-29 21:30 UTC)." in (verdict.plan.steps[0].reason or "")
+    )
 
 
 def test_a_program_that_failed_starting_is_started_once_what_it_reads_changed() -> None:
@@ -952,6 +1019,101 @@ def test_the_executors_restart_budget_becomes_a_note() -> None:
     )
     assert cause_of(verdict) == ("restarts_not_fixing", "killed.service")
     assert "3 times in the last 30 min" in verdict.cause.fact  # type: ignore[union-attr]
+
+
+# -- a worker that ran out of something ------------------------------------------------------
+
+WORKER = renamed(APP_ALONE, "app.service", "worker.service")
+
+
+def _worker_says(message: str, times: int = 40) -> RecordedHost:
+    """worker.service runs (no port, no health target); since it started its own output
+    said ``message`` ``times`` times."""
+    lines = [
+        (f"2026-11-29T21:{45 + i // 60:02d}:{i % 60:02d}Z", "err", "worker", message)
+        for i in range(times)
+    ]
+    host = RecordedHost().add(WORKER, [*recorded.APP_JOURNAL, *lines])
+    host.limits = {}
+    return host
+
+
+def test_a_worker_out_of_file_descriptors_is_restarted_and_the_leak_named() -> None:
+    """A worker with no port and no health target says "Too many open files" since it
+    started, and its descriptor table is at LimitNOFILE=1024: a restart (pinned to this
+    run of it) gives them back; the reason says the limit and that the leak remains."""
+    host = _worker_says("accept: Too many open files")
+    host.limits = {
+        "worker.service": Limits(
+            unit="worker.service",
+            active_state="active",
+            open_files=None,
+            fd_table=1024,
+            files_limit=1024,
+            tasks=4,
+            tasks_limit=4915,
+            tasks_refused=0,
+        )
+    }
+    verdict, _ = diagnose(host, "worker.service")
+    assert steps_of(verdict) == [("restart_unit", "worker.service", PINNED)]
+    assert isinstance(verdict, PlanVerdict)
+    reason = verdict.plan.steps[0].reason or ""
+    assert "ran out of descriptors" in reason and "LimitNOFILE=1024" in reason
+    assert "raise LimitNOFILE= or find what leaks them" in reason
+
+
+def test_a_worker_that_says_it_ran_out_while_its_limits_show_room_is_left_alone() -> None:
+    """The same words in its output, but its descriptor table is far from its limit
+    (anyone can write those words into a unit's log): no restart; it is healthy."""
+    verdict, _ = diagnose(_worker_says("accept: Too many open files"), "worker.service")
+    assert cause_of(verdict) == ("healthy", "worker.service")
+
+
+def test_a_worker_whose_filesystem_has_no_inodes_left_gets_a_note_saying_so() -> None:
+    """The worker says "No space left on device" and its state directory's filesystem
+    has bytes free but no free inode: a note for a human naming the inodes (a restart
+    frees nothing on a filesystem)."""
+    host = _worker_says("write /var/lib/worker/spool/x: No space left on device")
+    host.disks = {
+        "worker.service": [
+            Usage(
+                path="/var/lib/worker",
+                role="StateDirectory",
+                exists=True,
+                size_bytes=10**9,
+                free_bytes=6 * 10**8,
+                used_percent=40.0,
+                free_inodes=0,
+                full=True,
+            )
+        ]
+    }
+    verdict, _ = diagnose(host, "worker.service")
+    assert cause_of(verdict) == ("disk_full", "worker.service")
+    assert isinstance(verdict, NoteVerdict)
+    assert "/var/lib/worker (StateDirectory) has no free inodes" in verdict.text
+
+
+def test_a_worker_at_its_tasks_limit_is_restarted() -> None:
+    """The worker says "can't start new thread" and its cgroup refused it tasks at
+    TasksMax=512: restarted, the limit named."""
+    host = _worker_says("RuntimeError: can't start new thread")
+    host.limits = {
+        "worker.service": Limits(
+            unit="worker.service",
+            active_state="active",
+            open_files=None,
+            fd_table=64,
+            files_limit=1024,
+            tasks=512,
+            tasks_limit=512,
+            tasks_refused=37,
+        )
+    }
+    verdict, _ = diagnose(host, "worker.service")
+    assert steps_of(verdict) == [("restart_unit", "worker.service", PINNED)]
+    assert "TasksMax=512" in (verdict.plan.steps[0].reason or "")  # type: ignore[union-attr]
 
 
 # -- strangers: failing units outside the chain ----------------------------------------------
