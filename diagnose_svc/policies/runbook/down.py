@@ -203,6 +203,10 @@ def _cause_gone(view: View, root: str, last: list[JournalLine]) -> str | None:
     start is what an operator would try. Each is checked by a read tool, never taken
     from the words alone."""
     ports = leads.ports_named(last)
+    if not ports and leads.says(last, leads.ADDRESS_IN_USE):
+        # "Address already in use" naming no port (Python's OSError, Go's bind error):
+        # its own address, from its health target or the host when it was healthy.
+        ports = view.own_ports(root)
     free = [
         p
         for p in ports

@@ -30,6 +30,19 @@ def text_ports(view: View, unit: str, status: UnitStatus) -> list[int]:
     return leads.ports_named(leads.own_lines(tail, since(tail, status))[-LAST_WORDS:])
 
 
+def address_ports(view: View, unit: str, status: UnitStatus) -> list[int]:
+    """The ports its last words before it failed starting say are in use: those they
+    name, or, where they say "Address already in use" naming none (Python's OSError,
+    Go's bind error), its own: its health target's and what it held when the host was
+    last healthy. Leads for list_listeners, never facts."""
+    ports = text_ports(view, unit, status)
+    tail = view.found.journal.get(unit)
+    if ports or tail is None or not failed_starting(status):
+        return ports
+    last = leads.own_lines(tail, since(tail, status))[-LAST_WORDS:]
+    return view.own_ports(unit) if leads.says(last, leads.ADDRESS_IN_USE) else []
+
+
 def died_starting(status: UnitStatus, failed: Any) -> bool:
     """Its main program exited with an error while starting: within START_GRACE seconds,
     or (Type=notify) before it ever said it was ready in this run."""

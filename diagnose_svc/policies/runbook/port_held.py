@@ -3,7 +3,7 @@ down (it cannot bind) or runs and refuses connections (someone else answers ther
 
 from __future__ import annotations
 
-from diagnose_svc.policies.runbook.last_run import text_ports
+from diagnose_svc.policies.runbook.last_run import address_ports
 from diagnose_svc.policies.runbook.outcomes import Human
 from diagnose_svc.policies.runbook.view import View
 
@@ -14,7 +14,7 @@ def port_held(view: View, root: str) -> Human | None:
     status = view.status(root)
     wanted = [view.port_of(root)]
     if status is not None:
-        wanted += text_ports(view, root, status)
+        wanted += address_ports(view, root, status)
     for listeners in view.found.listeners.values():
         for item in listeners.listeners:
             if item.port not in wanted:

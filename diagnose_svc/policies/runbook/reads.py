@@ -13,7 +13,7 @@ from diagnose_svc.limits import MAX_CALLS_PER_STEP
 from diagnose_svc.policies import leads
 from diagnose_svc.policies.findings import Findings, call_key
 from diagnose_svc.policies.runbook.constants import JOURNAL_LINES, MAX_DEPENDENCIES, RUNNING
-from diagnose_svc.policies.runbook.last_run import text_ports
+from diagnose_svc.policies.runbook.last_run import address_ports
 from diagnose_svc.policies.runbook.view import View
 from shared_schema import DiagnoseSettings
 
@@ -186,6 +186,6 @@ def _listeners(view: View, unit: str) -> Iterator[Read]:
     if port is not None:
         ports.append(port)
     if status is not None:
-        ports += text_ports(view, unit, status)
+        ports += address_ports(view, unit, status)
     for number in dict.fromkeys(ports):
         yield Read("list_listeners", {"port": number})

@@ -38,6 +38,18 @@ class View:
                 return port
         return None
 
+    def own_ports(self, unit: str) -> list[int]:
+        """The ports ``unit`` listens on when it serves: its health target's, and those
+        it held when the host was last seen healthy (the baseline's listeners)."""
+        ports = [p] if (p := self.port_of(unit)) is not None else []
+        for base in self.found.baseline.values():
+            for listener in base.listeners if base.taken_at is not None else ():
+                if listener.unit == unit:
+                    _, _, number = listener.endpoint.rpartition(":")
+                    if number.isdigit():
+                        ports.append(int(number))
+        return list(dict.fromkeys(ports))
+
     def health(self, unit: str) -> list[HealthResult]:
         return [self.found.health[t] for t in self.targets_of(unit) if t in self.found.health]
 

@@ -22,6 +22,7 @@ from diagnose_svc.observation import output_text
 from diagnose_svc.policies.runbook import RunbookPolicy
 from diagnose_svc.redact import Redactor
 from diagnose_svc.runtime import run_diagnosis
+from diagnose_svc.tools._baseline_store import BaselineListener, Snapshot
 from diagnose_svc.tools.disk_usage import Usage
 from diagnose_svc.tools.list_listeners import Holder, Listener
 from diagnose_svc.tools.read_changes import Change, Changes
@@ -1284,6 +1285,48 @@ def test_a_port_its_last_words_said_was_in_use_and_is_free_now_is_no_cause() -> 
     assert ("list_listeners", {"port": 7311}) in host.calls
     assert isinstance(verdict, PlanVerdict)
     assert "7311, which its last words said was in use, is free now" in verdict.plan.steps[0].reason
+
+
+PYTHON_IN_USE = "OSError: [Errno 98] Address already in use"
+
+
+def test_an_address_in_use_its_words_do_not_place_is_checked_at_its_own_port() -> None:
+    """db failed starting with Python's "[Errno 98] Address already in use", which names
+    no port; its health target is on 7311, and nobody listens there now: the cause is
+    gone, it is started, and the reason says its port is free now."""
+    config = settings(db=("http://127.0.0.1:7311/healthz", "db.service"))
+    host = RecordedHost().add(recorded.DB_SHOW, _address_in_use("db.service", 0, PYTHON_IN_USE))
+    host.health["db"] = health("db", "db.service", "connection_refused")
+    verdict, _ = diagnose(host, "db.service", config)
+    assert [step[0] for step in steps_of(verdict)] == ["start_unit"]
+    assert ("list_listeners", {"port": 7311}) in host.calls
+    assert isinstance(verdict, PlanVerdict)
+    assert "7311, which its last words said was in use, is free now" in verdict.plan.steps[0].reason
+
+
+def test_an_address_in_use_on_the_port_it_held_when_healthy_is_checked_there() -> None:
+    """No health target: when the host was last healthy db listened on :6380 (the
+    baseline), and someone else holds it now: a note naming the holder."""
+    holder = Listener(
+        address="127.0.0.1",
+        port=6380,
+        uid=0,
+        user="root",
+        processes=[Holder(pid=4242, comm="python3", unit="squatter.service")],
+    )
+    host = RecordedHost(listening=[holder]).add(
+        recorded.DB_SHOW, _address_in_use("db.service", 0, PYTHON_IN_USE)
+    )
+    host.baseline = Snapshot(
+        taken_at=datetime(2026, 11, 29, 21, 0, tzinfo=UTC),
+        units={"db.service": "active/running"},
+        listeners=[BaselineListener(unit="db.service", endpoint="127.0.0.1:6380")],
+        edges=[],
+        health={},
+    )
+    verdict, _ = diagnose(host, "db.service")
+    assert cause_of(verdict) == ("port_in_use", "db.service")
+    assert ("list_listeners", {"port": 6380}) in host.calls
 
 
 def test_a_start_that_timed_out_in_its_check_names_the_timeout() -> None:
