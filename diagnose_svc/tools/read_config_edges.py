@@ -29,7 +29,15 @@ from shared_schema import denied_reason
 
 #: Services whose configuration is read at most (the loaded ones, then the enabled ones).
 UNIT_LIMIT = 96
-PROPERTIES = ("Id", "ActiveState", "Environment", "ExecStart", "EnvironmentFiles", "MainPID")
+PROPERTIES = (
+    "Id",
+    "ActiveState",
+    "Environment",
+    "ExecStart",
+    "EnvironmentFiles",
+    "MainPID",
+    "RuntimeDirectory",
+)
 #: Where `systemctl enable` links a unit: a service enabled under a target that is not
 #: loaded now is still one the host is configured to run. Read as directory entries, not
 #: by `systemctl list-unit-files --state=enabled`, which judges every unit file on the
@@ -87,16 +95,21 @@ class ConfigEdges(ToolOutput):
 LIVE = "listens there now"
 CONFIGURED = "is configured to listen there"
 SOCKET = "its socket unit listens there"
+RUNTIME = "keeps its runtime directory there (RuntimeDirectory=)"
 
 
 def resolve(
-    configs: list[UnitConfig], live: dict[int, str], socket_paths: dict[str, str]
+    configs: list[UnitConfig],
+    live: dict[int, str],
+    socket_paths: dict[str, str],
+    runtime_dirs: dict[str, str] | None = None,
 ) -> list[ConfigEdge]:
     """Edges from what each unit reaches: to the unit listening on that port now (not
     itself), else to the one other unit configured to listen there; a socket path to the
-    service its socket unit activates, else to the unit configured to bind it. A bare
-    port whose setting does not say listen or reach (``either``) is only ever the
-    listening end."""
+    service its socket unit activates, else to the unit configured to bind it, else to
+    the unit whose RuntimeDirectory= holds it, the deepest one (``runtime_dirs``:
+    directory -> unit; its socket gone with it while it is down). A bare port whose
+    setting does not say listen or reach (``either``) is only ever the listening end."""
     own: dict[int | str, list[str]] = {}
     for config in configs:
         for m in config.mentions:
@@ -117,6 +130,14 @@ def resolve(
             if server is None:
                 named = [u for u in dict.fromkeys(own.get(key, [])) if u != config.unit]
                 server, how = (named[0], CONFIGURED) if len(named) == 1 else (None, "")
+            if server is None and m.path:
+                holders = sorted(
+                    (len(directory), unit)
+                    for directory, unit in (runtime_dirs or {}).items()
+                    if m.path.startswith(directory.rstrip("/") + "/")
+                )
+                if holders and holders[-1][1] != config.unit:  # the deepest holds it
+                    server, how = holders[-1][1], RUNTIME
             if server is None or server == config.unit:
                 continue
             edge = ConfigEdge(
@@ -167,10 +188,15 @@ def _cmdline(pid: int) -> list[str] | None:
     return words or None
 
 
-def read_configs(units: list[str]) -> list[UnitConfig]:
+def read_configs(units: list[str], runtime_dirs: dict[str, str] | None = None) -> list[UnitConfig]:
+    """Each unit's configuration; ``runtime_dirs`` gets each unit's RuntimeDirectory=
+    (``/run/NAME`` -> unit)."""
     configs = []
     for props in show(units, PROPERTIES) if units else []:
         unit = props.get("Id", "")
+        if runtime_dirs is not None:
+            for name in props.get("RuntimeDirectory", "").split():
+                runtime_dirs.setdefault(f"/run/{name}", unit)
         configs.append(
             unit_config(
                 unit,
@@ -216,8 +242,9 @@ def read_config_edges(args: ConfigEdgesArgs, context: ToolContext) -> ConfigEdge
     live = {e.port: e.unit for e in listeners if e.unit and e.port}
     paths = {r.listen: r.activates or r.unit for r in rows if r.listen.startswith("/")}
     paths |= {e.address: e.unit for e in listeners if e.unit and not e.port}
-    configs = read_configs(services())
-    edges = resolve(configs, live, paths)
+    runtime_dirs: dict[str, str] = {}
+    configs = read_configs(services(), runtime_dirs)
+    edges = resolve(configs, live, paths, runtime_dirs)
     unreadable = [f"{c.unit}: {path}" for c in configs for path in c.unreadable]
     if args.unit:
         edges = [e for e in edges if args.unit in (e.client, e.server)]

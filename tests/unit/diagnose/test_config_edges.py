@@ -10,7 +10,14 @@ from pathlib import Path
 from diagnose_svc.tools import _proxy_configs as proxies
 from diagnose_svc.tools._config_files import UnitConfig, config_paths, unit_config
 from diagnose_svc.tools._mentions import Mention, from_argv, from_environment, from_generic
-from diagnose_svc.tools.read_config_edges import CONFIGURED, LIVE, SOCKET, enabled, resolve
+from diagnose_svc.tools.read_config_edges import (
+    CONFIGURED,
+    LIVE,
+    RUNTIME,
+    SOCKET,
+    enabled,
+    resolve,
+)
 
 
 def test_a_service_enabled_under_any_target_is_read_even_when_systemd_has_not_loaded_it(
@@ -225,3 +232,27 @@ def test_a_bare_port_is_never_an_edge_out_and_two_claimants_are_no_edge() -> Non
         UnitConfig("d.service", [mention(9100, "either")]),
     ]
     assert resolve(configs, {9000: "intruder.service"}, {}) == []
+
+
+def test_a_socket_path_under_a_units_runtime_directory_is_an_edge_to_it_while_it_is_down() -> None:
+    """app is configured to reach /run/ledger/ledger.sock; ledger is down, so no socket
+    is there, but ledger's RuntimeDirectory=ledger holds /run/ledger: the edge is to
+    ledger. A runtime directory inside another's holds what is under it; a unit's own
+    runtime directory is no edge."""
+    configs = [
+        UnitConfig(
+            "app.service", [Mention(None, "/run/ledger/ledger.sock", "reach", "Environment=DB")]
+        ),
+        UnitConfig(
+            "ledger.service", [Mention(None, "/run/ledger/other.sock", "reach", "its config")]
+        ),
+    ]
+    edges = resolve(configs, {}, {}, {"/run/ledger": "ledger.service"})
+    assert [(e.client, e.server, e.endpoint, e.how) for e in edges] == [
+        ("app.service", "ledger.service", "/run/ledger/ledger.sock", RUNTIME)
+    ]
+    nested = {"/run/ledger": "ledger.service", "/run/ledger/sub": "other.service"}
+    deeper = [UnitConfig("app.service", [Mention(None, "/run/ledger/sub/x.sock", "reach", "e")])]
+    assert [e.server for e in resolve(deeper, {}, {}, nested)] == ["other.service"]
+    own = [UnitConfig("ledger.service", [Mention(None, "/run/ledger/x.sock", "reach", "e")])]
+    assert resolve(own, {}, {}, nested) == []
