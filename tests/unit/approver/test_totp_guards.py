@@ -359,3 +359,14 @@ def test_a_secret_that_is_no_base32_secret_is_refused_with_what_root_must_do(
         totp.read_secret(path.parent, "alice")
     assert refused_.value.kind == "internal"
     assert "opsbot approvers add alice" in str(refused_.value.hint)
+
+
+def test_a_secret_that_is_not_ascii_is_refused_as_not_base32(b: Bench) -> None:
+    """A credential with bytes that are not ASCII (a secret pasted through the wrong
+    tool): refused as not base32, with what root must do; never a traceback."""
+    path = credential(b)
+    path.chmod(0o600)
+    path.write_bytes("JBSWY3DPEHPK3PXPÄÖ\n".encode())
+    path.chmod(0o400)
+    with pytest.raises(Refusal, match="alice's TOTP secret is not base32"):
+        totp.read_secret(path.parent, "alice")

@@ -598,3 +598,13 @@ def test_since_against_reads_the_collectors_day_chains(host: Host, tmp_path: Pat
     assert days_json(AT, AT + timedelta(hours=1), collector) == [
         chain_json("executor", "day-20261203", 3, None)
     ]
+
+
+def test_a_strangers_entry_naming_a_chain_without_a_hash_is_no_link_at_all(host: Host) -> None:
+    """A process logs CHAIN=executor and a number but no chain hash: it makes no link and
+    forges none; it is neither in the executor's chain nor listed apart."""
+    [host.log(host.executor, EVENTS[n], minutes(n)) for n in range(3)]
+    hashless = forged(minutes(5), "1000", "opsbot-verify.service", CHAIN="executor", CHAIN_SEQ="4")
+    del hashless["AUDIT_HASH"]
+    host.journalctl.journal.append(hashless)
+    assert verified() == [chain_json("executor", PLAN, 3, 3)]

@@ -225,3 +225,19 @@ def test_a_verified_fix_of_the_same_unit_lifts_what_an_earlier_incident_tried(
     clock.advance(60)
     answer = service.handle(proposal("nginx.service", None, WEB_503, "app.service"), DIAGNOSE)
     assert isinstance(answer, Accept), answer
+
+
+def test_within_its_incident_a_fix_is_refused_even_after_another_incident_cured_its_unit(
+    service: ExecutorService, store: PlanStore, approvals_dir: Path, clock: Clock
+) -> None:
+    """Restarting nginx did not cure web's 503 (incident A). Meanwhile another incident's
+    plan restarting nginx and app ended VERIFIED (nginx seen healthy). The follow-up of A
+    may still not restart nginx again: within its own incident those steps did not help."""
+    first = ran_and_did_not_cure(service, store, approvals_dir, clock, proposal("nginx.service"))
+    other = {"unit": "api.service", "health": ["api"]}
+    ran_and_cured(
+        service, store, approvals_dir, clock, proposal("nginx.service", None, other, "app.service")
+    )
+    again = service.handle(proposal("nginx.service", follows=first), DIAGNOSE)
+    assert isinstance(again, Revise), again
+    assert f"tried before: plan {first}" in again.errors[0].message

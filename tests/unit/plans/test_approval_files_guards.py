@@ -5,6 +5,7 @@ the rejection root leaves (when, and readable by the executor)."""
 
 import json
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -17,13 +18,15 @@ from plans import (
     archive_used,
     check_approval,
     rejection_path,
+    rejection_reason,
     remove_approval,
     used_dir,
     write_approval,
     write_rejection,
 )
+from plans.approvals import MAX_APPROVAL_BYTES
 from shared_io.errors import StoreError
-from shared_schema import canonical_json
+from shared_schema import Approval, canonical_json
 
 from .helpers import NOW, POLICY, plan_of, step, submitted
 
@@ -199,3 +202,71 @@ def test_a_rejection_is_roots_and_readable_by_everyone_but_writable_by_root_only
     write_rejection(approvals_dir, record, "alice", NOW, "wrong unit")
     st = rejection_path(approvals_dir, record.plan_id).stat()
     assert (st.st_uid, st.st_mode & 0o7777) == (0, 0o644)
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("{not json", "rejected (unreadable rejection file)"),
+        ("[1, 2]", "rejected by None"),
+        ('{"rejected_by": "alice"}', "rejected by alice"),
+        ('{"rejected_by": "alice", "reason": "not tonight"}', "rejected by alice: not tonight"),
+    ],
+    ids=["not-json", "not-an-object", "no-reason", "with-reason"],
+)
+def test_a_rejection_root_wrote_by_hand_still_rejects_and_says_what_it_can(
+    approvals_dir: Path, record: PlanRecord, content: str, said: str
+) -> None:
+    """A rejection file is root's, however it was written: one that is not JSON, not an
+    object, or has no reason still rejects the plan, saying what it can (never a
+    reason it does not give)."""
+    path = rejection_path(approvals_dir, record.plan_id)
+    path.write_text(content)
+    os.chmod(path, 0o644)
+    assert rejection_reason(approvals_dir, record.plan_id) == said
+
+
+def _approval_bytes(record: PlanRecord, size: int) -> bytes:
+    """The approval of ``record`` as root writes it, padded with spaces to ``size`` bytes."""
+    approval = Approval(
+        plan_id=record.plan_id,
+        sha256=record.sha256,
+        approver="root",
+        approved_at=NOW,
+        expires_at=NOW + timedelta(seconds=600),
+    )
+    data = canonical_json(approval.model_dump(mode="json"))
+    return data + b" " * (size - len(data))
+
+
+def test_an_approval_of_exactly_the_size_limit_is_read_whole(
+    approvals_dir: Path, record: PlanRecord, store: PlanStore
+) -> None:
+    """An approval of exactly MAX_APPROVAL_BYTES (padded with spaces, as an editor might
+    leave it) is read whole and honoured; one byte more is refused for its size."""
+    path = approval_path(approvals_dir, record.plan_id)
+    path.write_bytes(_approval_bytes(record, MAX_APPROVAL_BYTES))
+    os.chmod(path, 0o644)
+    checked = check_approval(
+        approvals_dir, record, store, NOW, ttl_ceiling_seconds=POLICY.approval_ttl_seconds
+    )
+    assert checked.approval.plan_id == record.plan_id
+    path.write_bytes(_approval_bytes(record, MAX_APPROVAL_BYTES + 1))
+    with pytest.raises(ApprovalRefused, match=f"larger than {MAX_APPROVAL_BYTES} bytes"):
+        check_approval(
+            approvals_dir, record, store, NOW, ttl_ceiling_seconds=POLICY.approval_ttl_seconds
+        )
+
+
+def test_only_the_write_bits_of_others_make_an_approval_untrusted(
+    approvals_dir: Path, record: PlanRecord, store: PlanStore
+) -> None:
+    """Root's approval with an execute bit set for others (0645) is still root's alone to
+    write: honoured; group-writable (0664) is refused."""
+    path = approval_path(approvals_dir, record.plan_id)
+    path.write_bytes(_approval_bytes(record, 400))
+    os.chmod(path, 0o645)
+    check_approval(approvals_dir, record, store, NOW, ttl_ceiling_seconds=3600)
+    os.chmod(path, 0o664)
+    with pytest.raises(ApprovalRefused, match="writable by group or others"):
+        check_approval(approvals_dir, record, store, NOW, ttl_ceiling_seconds=3600)
