@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from diagnose_svc.policies import leads
+from diagnose_svc.policies.runbook import queues
 from diagnose_svc.policies.runbook.outcomes import Fix, Human, pinned, step
 from diagnose_svc.policies.runbook.port_held import port_held
 from diagnose_svc.policies.runbook.view import View
@@ -39,6 +40,12 @@ def decide_running(view: View, root: str, status: UnitStatus) -> Human | Fix:
     ran_out = view.ran_out(root)
     if ran_out is not None:
         return _ran_out(root, status, *ran_out)
+    stale = queues.stale_drain(view.found, view.links(), root)
+    if stale is not None:
+        return Fix(
+            [step("restart_unit", root, pinned(status), f"{root} runs, but {stale}.")],
+            f"Restart {root}, which drains a queue that backs up",
+        )
     reloaded = _load_changed(view, root, status, bad)
     if reloaded is not None:
         return reloaded

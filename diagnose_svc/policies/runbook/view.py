@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from diagnose_svc.policies import leads
 from diagnose_svc.policies.findings import Findings
-from diagnose_svc.policies.runbook import resources
+from diagnose_svc.policies.runbook import queues, resources
 from diagnose_svc.policies.runbook.constants import DOWN, RUNNING, STOPPED_WITH
 from diagnose_svc.policies.runbook.words import cut, ended, health_words, loop_words
 from diagnose_svc.tools import HealthResult, UnitStatus
@@ -73,9 +73,15 @@ class View:
             *status.wants,
             *self.observed(unit),
         ]
+        named += self.drains(unit)
         named = [u for u in named if denied_reason(u) is None and not self.gone(u)]
         named += [d.unit for d in status.unhealthy_dependencies]
         return [u for u in dict.fromkeys(named) if u != unit and _service_like(u)]
+
+    def drains(self, unit: str) -> list[str]:
+        """The units that drain ``unit``'s queue, when its answers say it backs up
+        (queues.py)."""
+        return queues.drains(self.found, self.links(), unit)
 
     def gone(self, unit: str) -> bool:
         """systemd knows no such unit now (an edge the baseline kept of one removed since)."""
@@ -173,7 +179,7 @@ class View:
         unhealthy = self.unhealthy_deps_all()
         while todo and len(seen) < limit:
             current = todo.pop(0)
-            linked = set(self.observed(current))
+            linked = {*self.observed(current), *self.drains(current)}
             for dep in self.deps(current):
                 # A unit read, one systemd reports unhealthy, or one a read tool saw this
                 # one reach (an edge needs no state read to be followed).
@@ -272,7 +278,7 @@ class View:
         ran_out = self.ran_out(unit)
         if ran_out:
             return f"it ran out of {ran_out[0]}: {ran_out[1]}"
-        return None
+        return queues.stale_drain(self.found, self.links(), unit)
 
     def on_demand(self, status: UnitStatus) -> bool:
         """A socket unit that starts ``status``'s unit on a connection is listening."""
