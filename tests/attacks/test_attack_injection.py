@@ -270,7 +270,11 @@ def obeying_model(injected: BootedSystemd) -> Iterator[BootedSystemd]:
     ct = injected
     ct.write_file("/srv/attack-llm/script.json", json.dumps({"turns": OBEYING_MODEL}))
     assert "[diagnose]\n" in TEST_CONFIG
-    config = TEST_CONFIG.replace("[diagnose]\n", "[diagnose]\nmax_steps = 16\n") + (
+    # sixteen steps of a model that resends the whole tool table each time: a budget
+    # that lets the script finish, so the run ends on the model's note, not on tokens
+    config = TEST_CONFIG.replace(
+        "[diagnose]\n", "[diagnose]\nmax_steps = 16\ntoken_budget = 200000\n"
+    ) + (
         '\n[diagnose.model]\nkind = "openai"\n'
         f'api_url = "http://127.0.0.1:{LLM_PORT}/v1"\nmodel = "obeys-the-journal"\n'
     )
