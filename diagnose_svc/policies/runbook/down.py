@@ -189,7 +189,7 @@ def _program_dies_starting(view: View, root: str, status: UnitStatus) -> Human |
             root,
             f"its program exited with status {failed.status} "
             f"{failed.ran_seconds:.1f} s after it started, before it was serving, and "
-            f"nothing it was started with changed since{said}",
+            f"nothing it was started with changed after it failed{said}",
             f"It fails while starting: a start would fail the same way until a human "
             f"fixes what it reads (journalctl -u {root} tells what), then starts it.",
         )
@@ -202,7 +202,7 @@ def _cause_gone(view: View, root: str, last: list[JournalLine]) -> str | None:
     the file they said was missing is there. Then its last words are history, and a
     start is what an operator would try. Each is checked by a read tool, never taken
     from the words alone."""
-    ports = leads.ports_named(last)
+    ports = named_ports = leads.ports_named(last)
     if not ports and leads.says(last, leads.ADDRESS_IN_USE):
         # "Address already in use" naming no port (Python's OSError, Go's bind error):
         # its own address, from its health target or the host when it was healthy.
@@ -214,7 +214,9 @@ def _cause_gone(view: View, root: str, last: list[JournalLine]) -> str | None:
     ]
     if ports and free == ports:
         said = ", ".join(str(p) for p in ports)
-        return f"port {said}, which its last words said was in use, is free now"
+        if named_ports:
+            return f"port {said}, which its last words said was in use, is free now"
+        return f"its port {said} is free now (its last words said its address was in use)"
     disk = view.found.disk.get(root)
     if leads.says(last, leads.NO_SPACE) and disk is not None and disk.directories and not disk.full:
         return "the filesystem its last words said was full has room now"

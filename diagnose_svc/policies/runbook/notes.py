@@ -66,15 +66,27 @@ def human_note(view: View, entry: str, human: Human, roots: list[str]) -> FinalN
 
 def also_failing(view: View) -> str:
     """The failing units found outside the entry's chain, in words ('' if none): each
-    is its own diagnosis, never part of this one's plan."""
+    is its own diagnosis, never part of this one's plan. Those that reach the entry (a
+    front above it) fail through it and are said so; only the rest are unrelated."""
     strangers = view.strangers()
     if not strangers:
         return ""
-    return (
-        f" Also failing, unrelated to {view.entry} as far as any dependency or "
-        f"connection shows: {', '.join(strangers)}; diagnose "
-        f"{'it' if len(strangers) == 1 else 'each'} on its own."
-    )
+    above = [u for u in strangers if view.entry in view.closure(u)]
+    others = [u for u in strangers if u not in above]
+    words = ""
+    if above:
+        words += (
+            f" Also failing, as it reaches {view.entry}: {', '.join(above)}; "
+            f"{'it' if len(above) == 1 else 'they'} should answer again once "
+            f"{view.entry} does."
+        )
+    if others:
+        words += (
+            f" Also failing, unrelated to {view.entry} as far as any dependency or "
+            f"connection shows: {', '.join(others)}; diagnose "
+            f"{'it' if len(others) == 1 else 'each'} on its own."
+        )
+    return words
 
 
 def healthy(view: View, unit: str, status: UnitStatus) -> FinalNote:

@@ -1301,7 +1301,9 @@ def test_an_address_in_use_its_words_do_not_place_is_checked_at_its_own_port() -
     assert [step[0] for step in steps_of(verdict)] == ["start_unit"]
     assert ("list_listeners", {"port": 7311}) in host.calls
     assert isinstance(verdict, PlanVerdict)
-    assert "7311, which its last words said was in use, is free now" in verdict.plan.steps[0].reason
+    assert "its port 7311 is free now (its last words said its address was in use)" in (
+        verdict.plan.steps[0].reason or ""
+    )
 
 
 def test_an_address_in_use_on_the_port_it_held_when_healthy_is_checked_there() -> None:

@@ -118,3 +118,20 @@ def test_a_queue_that_does_not_back_up_brings_no_consumer_into_the_chain() -> No
     assert cause_of(verdict)[1] == "orders.service"
     assert "Also failing, unrelated to front.service" in verdict.text
     assert "billing.service" in verdict.text
+
+
+def test_a_front_failing_above_the_unit_asked_about_is_said_to_fail_through_it() -> None:
+    """Asked about orders (the producer) while billing is down: front, which reaches
+    orders, fails with it; it is named as failing through orders, never as unrelated,
+    and the plan still starts billing alone."""
+    failed = renamed(DB_RAN, "db.service", "billing.service").replace(
+        "RequiredBy=app.service", "RequiredBy="
+    )
+    verdict, _ = diagnose(queue_host(failed), "orders.service", CONFIG)
+    assert isinstance(verdict, PlanVerdict), getattr(verdict, "text", verdict)
+    assert [(tool, unit) for tool, unit, _ in steps_of(verdict)] == [
+        ("start_unit", "billing.service")
+    ]
+    reasons = " ".join(str(step.reason) for step in verdict.plan.steps)
+    assert "Also failing, as it reaches orders.service: front.service" in reasons, reasons
+    assert "unrelated" not in reasons, reasons
