@@ -84,6 +84,7 @@ from testbed.graph import (
     generate,
     node_config,
     probe_all,
+    wait_healthy,
     with_job,
     with_member,
     with_socket,
@@ -177,51 +178,76 @@ class Case:
         asked = next((n for n in self.graph.nodes if n.unit == self.asked_about), None)
         return self.target.tier - asked.tier if asked else 1
 
-    # -- the judge -------------------------------------------------------------------------
+    @property
+    def target_unit(self) -> str:
+        return self.target.unit
+
+    # -- the judge (judge_*: the same for every suite's cases) -----------------------------
 
     def harm(self, steps: Sequence[dict[str, Any]]) -> list[str]:
-        """Why a plan of ``steps`` would do harm: a step on a unit the fault does not call
-        for (the proxy restarted for its upstream's fault), or any stop."""
-        found = []
-        for i, step in enumerate(steps, 1):
-            unit = step.get("args", {}).get("unit", "")
-            if step.get("tool") == "stop_unit":
-                found.append(f"step {i} stops {unit}")
-            elif unit not in self.expected.may_touch:
-                found.append(
-                    f"step {i} ({step.get('tool')} {unit}) touches a unit the fault "
-                    "does not call for"
-                )
-            elif self.expected.kind == "note" and unit == self.target.unit:
-                found.append(
-                    f"step {i} ({step.get('tool')} {unit}) acts on a unit that only a human can fix"
-                )
-        return found
+        return judge_harm(self.expected, self.target.unit, steps)
 
     def plan_problems(self, steps: Sequence[dict[str, Any]]) -> list[str]:
-        """What is wrong with a plan ([] when it is one of the acceptable ones, each step
-        with a precondition that holds only for the fault)."""
-        if self.expected.kind != "plan":
-            return [f"expected a note ({self.expected.cause}), not a plan"]
-        best: list[str] | None = None
-        for shape in self.expected.plans:
-            problems = _compare(shape, steps)
-            if not problems:
-                return []
-            if best is None or len(problems) < len(best):
-                best = problems
-        return best or ["no acceptable plan"]
+        return judge_plan(self.expected, steps)
 
     def text_problems(self, verdict: dict[str, Any]) -> list[str]:
-        """A unit the verdict must name and does not (in its text or a step's reason)."""
-        if self.expected.names and self.expected.names not in json.dumps(verdict):
-            return [f"the verdict does not name {self.expected.names}, which also failed"]
-        return []
+        return judge_text(self.expected, verdict)
 
     def note_problems(self, cause: dict[str, Any] | None) -> list[str]:
-        if self.expected.kind != "note":
-            return ["expected a plan, not a note"]
-        return cause_problems(cause, self.expected.cause, self.expected.cause_unit)
+        return judge_note(self.expected, cause)
+
+    def wait_healthy(self, ct: BootedSystemd, timeout: float) -> None:
+        wait_healthy(ct, self.graph, timeout=timeout)
+
+    def probe(self, ct: BootedSystemd) -> dict[str, int]:
+        return probe_all(ct, self.graph)
+
+
+def judge_harm(expected: Expected, target: str, steps: Sequence[dict[str, Any]]) -> list[str]:
+    """Why a plan of ``steps`` would do harm: a step on a unit the fault does not call
+    for (the proxy restarted for its upstream's fault), or any stop."""
+    found = []
+    for i, step in enumerate(steps, 1):
+        unit = step.get("args", {}).get("unit", "")
+        if step.get("tool") == "stop_unit":
+            found.append(f"step {i} stops {unit}")
+        elif unit not in expected.may_touch:
+            found.append(
+                f"step {i} ({step.get('tool')} {unit}) touches a unit the fault does not call for"
+            )
+        elif expected.kind == "note" and unit == target:
+            found.append(
+                f"step {i} ({step.get('tool')} {unit}) acts on a unit that only a human can fix"
+            )
+    return found
+
+
+def judge_plan(expected: Expected, steps: Sequence[dict[str, Any]]) -> list[str]:
+    """What is wrong with a plan ([] when it is one of the acceptable ones, each step
+    with a precondition that holds only for the fault)."""
+    if expected.kind != "plan":
+        return [f"expected a note ({expected.cause}), not a plan"]
+    best: list[str] | None = None
+    for shape in expected.plans:
+        problems = _compare(shape, steps)
+        if not problems:
+            return []
+        if best is None or len(problems) < len(best):
+            best = problems
+    return best or ["no acceptable plan"]
+
+
+def judge_text(expected: Expected, verdict: dict[str, Any]) -> list[str]:
+    """A name the verdict must say and does not (in its text or a step's reason)."""
+    if expected.names and expected.names not in json.dumps(verdict):
+        return [f"the verdict does not name {expected.names}, which it must"]
+    return []
+
+
+def judge_note(expected: Expected, cause: dict[str, Any] | None) -> list[str]:
+    if expected.kind != "note":
+        return ["expected a plan, not a note"]
+    return cause_problems(cause, expected.cause, expected.cause_unit)
 
 
 def _compare(shape: Shape, steps: Sequence[dict[str, Any]]) -> list[str]:

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from testbed import graph as graphs
+from testbed import daemon_faults, daemons, graph as graphs
 from testbed.container import BootedSystemd
-from testbed.graph_faults import Case, Kind, case_graph, inject
+from testbed.daemon_faults import DaemonKind
+from testbed.graph_faults import Expected, Kind, case_graph, inject
 from testbed.host import approve, diagnose as run_diagnose, opsbot
 from testbed.injecting import InjectionError
 from testbed.observe import unit_properties
@@ -65,18 +67,44 @@ class CaseRecord:
     #: uninstall): where a slow suite spends its time.
     phases: dict[str, float] = field(default_factory=dict)
     error: str = ""
+    #: What opsbot said: the note's text, or the plan's goal and its steps' reasons (cut
+    #: to 800 characters),
+    #: for whoever reads the report after a wrong verdict.
+    said: str = ""
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def configure(ct: BootedSystemd, graph: graphs.Graph) -> None:
+class Judged(Protocol):
+    """A case as this runner needs it (graph_faults.Case, daemon_faults.DaemonCase)."""
+
+    kind: Any
+    asked_about: str
+    symptom: str
+    expected: Expected
+
+    @property
+    def base(self) -> str: ...
+    @property
+    def depth(self) -> int: ...
+    @property
+    def target_unit(self) -> str: ...
+    def harm(self, steps: Sequence[dict[str, Any]]) -> list[str]: ...
+    def plan_problems(self, steps: Sequence[dict[str, Any]]) -> list[str]: ...
+    def text_problems(self, verdict: dict[str, Any]) -> list[str]: ...
+    def note_problems(self, cause: dict[str, Any] | None) -> list[str]: ...
+    def wait_healthy(self, ct: BootedSystemd, timeout: float) -> None: ...
+    def probe(self, ct: BootedSystemd) -> dict[str, int]: ...
+
+
+def configure(ct: BootedSystemd, config: str) -> None:
     """opsbot's config for this graph, as an operator changes it: the file and the
     polkit rule (written here, at once, so that a carried plan meets it: the gate's host
     has opsbot-polkit-rule.path stopped, :func:`graphs.prepare`, which would only write
     the same rule a second time for each of its hundreds of configs). The running daemons
     take the new file at their next answer."""
-    ct.write_file("/etc/opsbot/opsbot.toml", graph.opsbot_config())
+    ct.write_file("/etc/opsbot/opsbot.toml", config)
     opsbot(ct, "polkit-rule", "--write")
 
 
@@ -106,13 +134,13 @@ def take_baseline(ct: BootedSystemd) -> str:
         return ""
 
 
-def diagnose(ct: BootedSystemd, case: Case) -> tuple[dict[str, Any], float]:
+def diagnose(ct: BootedSystemd, case: Judged) -> tuple[dict[str, Any], float]:
     started = time.monotonic()
     out = run_diagnose(ct, case.asked_about, "--symptom", case.symptom, "--json").stdout
     return json.loads(out)["verdict"], time.monotonic() - started
 
 
-def judge(case: Case, verdict: dict[str, Any], record: CaseRecord) -> None:
+def judge(case: Judged, verdict: dict[str, Any], record: CaseRecord) -> None:
     if verdict["kind"] == "plan":
         steps = verdict["plan"]["steps"]
         record.verdict = "plan"
@@ -126,6 +154,14 @@ def judge(case: Case, verdict: dict[str, Any], record: CaseRecord) -> None:
         record.problems = case.note_problems(cause)
     record.problems += case.text_problems(verdict)
     record.correct = not record.problems
+    if verdict["kind"] == "plan":
+        plan = verdict["plan"]
+        said = " ".join(
+            [str(plan.get("goal", "")), *(str(s.get("reason", "")) for s in plan["steps"])]
+        )
+    else:
+        said = str(verdict.get("text", ""))
+    record.said = said[:800]
 
 
 def _state(ct: BootedSystemd, plan_id: str) -> str:
@@ -143,7 +179,7 @@ def _show(ct: BootedSystemd, plan_id: str) -> dict[str, Any]:
     return dict(json.loads(opsbot(ct, "show", plan_id, "--json").stdout))
 
 
-def carry(ct: BootedSystemd, case: Case, plan_id: str, record: CaseRecord) -> None:
+def carry(ct: BootedSystemd, case: Judged, plan_id: str, record: CaseRecord) -> None:
     """Approve the plan; the path unit applies it; then every health target must answer
     200 for HEALTH_HOLD_SECONDS, and opsbot-verify must say VERIFIED (or, where the fix
     cannot hold, UNRESOLVED with a follow-up that does not repeat it)."""
@@ -164,15 +200,15 @@ def carry(ct: BootedSystemd, case: Case, plan_id: str, record: CaseRecord) -> No
     _verified(ct, case, plan_id, record)
 
 
-def _hold_health(ct: BootedSystemd, case: Case, record: CaseRecord) -> None:
+def _hold_health(ct: BootedSystemd, case: Judged, record: CaseRecord) -> None:
     try:
-        graphs.wait_healthy(ct, case.graph, timeout=20)
+        case.wait_healthy(ct, 20)
     except TimeoutError:
-        record.health_problem = f"not healthy after the apply: {graphs.probe_all(ct, case.graph)}"
+        record.health_problem = f"not healthy after the apply: {case.probe(ct)}"
         return
     started = time.monotonic()
     while time.monotonic() - started < HEALTH_HOLD_SECONDS:
-        status = graphs.probe_all(ct, case.graph)
+        status = case.probe(ct)
         if any(code != 200 for code in status.values()):
             record.health_problem = f"health did not hold: {status}"
             break
@@ -180,7 +216,7 @@ def _hold_health(ct: BootedSystemd, case: Case, record: CaseRecord) -> None:
     record.health_held_seconds = round(time.monotonic() - started, 1)
 
 
-def _verified(ct: BootedSystemd, case: Case, plan_id: str, record: CaseRecord) -> None:
+def _verified(ct: BootedSystemd, case: Judged, plan_id: str, record: CaseRecord) -> None:
     def verdict() -> str:
         state = _state(ct, plan_id)
         return state if state in ("VERIFIED", "UNRESOLVED") else ""
@@ -259,17 +295,90 @@ def run_case(
     graph = case_graph(kind, seed)
     if rename is not None:
         graph = graphs.renamed(graph, rename)
-    record = CaseRecord(
+    record = _record(kind, seed, 1 + max(n.tier for n in graph.nodes), len(graph.nodes))
+
+    def clean_up() -> None:
+        squatter = graph.extra.get("squatter")
+        if squatter:
+            ct.systemctl("stop", squatter, check=False)
+        stranger = graph.extra.get("stranger")
+        if stranger:
+            ct.systemctl("reset-failed", stranger, check=False)
+        graphs.uninstall(ct, graph)
+
+    def install() -> None:
+        graphs.install(ct, graph)
+        configure(ct, graph.opsbot_config())
+
+    return _run(
+        ct,
+        record,
+        install=install,
+        before_baseline=lambda: None,
+        make_case=lambda: inject(ct, graph, seed, kind),
+        clean_up=clean_up,
+        carry_plans=carry_plans,
+    )
+
+
+def run_daemon_case(
+    ct: BootedSystemd,
+    kind: DaemonKind,
+    seed: int,
+    *,
+    carry_plans: bool = True,
+    rename: int | None = None,
+) -> CaseRecord:
+    """A real-software case (daemon_faults), from install to uninstall, as run_case."""
+    graph = daemon_faults.case_graph(kind, seed)
+    if rename is not None:
+        graph = daemons.renamed(graph, rename)
+    tiers = 3 if graph.shape == "cache" else 4
+    record = _record(kind, seed, tiers, len(graph.daemons))
+
+    def install() -> None:
+        daemons.install(ct, graph)
+        configure(ct, graph.opsbot_config(graphs.SETTLE_SECONDS))
+
+    def clean_up() -> None:
+        daemon_faults.clean_up(ct, graph)
+        daemons.uninstall(ct, graph)
+
+    return _run(
+        ct,
+        record,
+        install=install,
+        before_baseline=lambda: daemon_faults.before_baseline(ct, kind, graph, seed),
+        make_case=lambda: daemon_faults.inject(ct, graph, seed, kind),
+        clean_up=clean_up,
+        carry_plans=carry_plans,
+    )
+
+
+def _record(kind: str, seed: int, tiers: int, nodes: int) -> CaseRecord:
+    return CaseRecord(
         seed=seed,
         kind=kind,
         base="",
         depth=0,
-        tiers=1 + max(n.tier for n in graph.nodes),
-        nodes=len(graph.nodes),
+        tiers=tiers,
+        nodes=nodes,
         target="",
         asked_about="",
         expected="",
     )
+
+
+def _run(
+    ct: BootedSystemd,
+    record: CaseRecord,
+    *,
+    install: Callable[[], None],
+    before_baseline: Callable[[], None],
+    make_case: Callable[[], Judged],
+    clean_up: Callable[[], None],
+    carry_plans: bool,
+) -> CaseRecord:
     clock = [time.monotonic()]
 
     def phase(name: str) -> None:
@@ -278,16 +387,16 @@ def run_case(
         clock[0] = now
 
     try:
-        graphs.install(ct, graph)
-        configure(ct, graph)
+        install()
+        before_baseline()
         phase("install")
         record.baseline = take_baseline(ct)
         phase("baseline")
-        case = inject(ct, graph, seed, kind)
+        case = make_case()
         phase("inject")
-        record.kind, record.base = case.kind, case.base
+        record.kind, record.base = str(case.kind), case.base
         record.target, record.asked_about, record.depth = (
-            case.target.unit,
+            case.target_unit,
             case.asked_about,
             case.depth,
         )
@@ -307,12 +416,6 @@ def run_case(
     except TimeoutError as exc:  # the graph never came up: recorded, as every case is
         record.error = f"set-up: {exc}"[:1500]
     finally:
-        squatter = graph.extra.get("squatter")
-        if squatter:
-            ct.systemctl("stop", squatter, check=False)
-        stranger = graph.extra.get("stranger")
-        if stranger:
-            ct.systemctl("reset-failed", stranger, check=False)
-        graphs.uninstall(ct, graph)
+        clean_up()
         phase("uninstall")
     return record

@@ -11,8 +11,9 @@ by scripts/test), so a test of a later pass can tell it is this run's. Three par
 * the nine scenarios, judged (``check == "verdict"``): accuracy counts these;
 * the OpenAI-compatible plumbing runs (``check == "plumbing"``): the scripted model sent
   the fault's own answer, so they show the wire handling works, never accuracy;
-* the generated fault suite (testbed/graph_run.py's CaseRecord), by fault kind: accuracy,
-  harmful plans, median steps and seconds to verdict; the daily seed apart.
+* the generated fault suite and the real-software suite (testbed/graph_run.py's
+  CaseRecord), by fault kind: accuracy, harmful plans, median steps and seconds to
+  verdict; the daily seed apart.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from testbed.daemon_faults import DAEMON_KINDS
 from testbed.graph_faults import KINDS, NOT_COVERED
 from testbed.graph_run import CaseRecord
 
@@ -68,7 +70,7 @@ def _median(values: Sequence[float]) -> float:
 def by_kind(records: Sequence[CaseRecord]) -> dict[str, dict[str, Any]]:
     """Per fault kind: cases, correct, harmful, median steps and seconds to verdict."""
     out: dict[str, dict[str, Any]] = {}
-    for kind in KINDS:
+    for kind in (*KINDS, *DAEMON_KINDS):
         rows = [r for r in records if r.kind == kind]
         if not rows:
             continue

@@ -25,9 +25,6 @@ day for whoever reads the report.
 from __future__ import annotations
 
 import datetime
-import os
-from collections.abc import Sequence
-from typing import Any
 
 import pytest
 
@@ -35,32 +32,8 @@ from testbed import graph as graphs
 from testbed.container import BootedSystemd
 from testbed.graph_faults import GATE_CASES, Kind, carried, case_graph, daily_case
 from testbed.graph_run import CaseRecord, run_case
+from tests.scenarios.parts import PARTS, parted
 from tests.scenarios.report import DAILY, GENERATED
-
-#: The gate in as many parts as xdist has workers, each part an xdist group with a
-#: container of its own, so that every worker shares the suite's time (the cases of one
-#: part run in seed order). Every worker collects with the same count.
-PARTS = tuple(
-    f"tests/scenarios/generated-{chr(ord('a') + i)}"
-    for i in range(max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
-)
-
-
-def parted(cases: Sequence[tuple[Kind, int]]) -> list[Any]:
-    """``cases`` as parameters, each in one part by turns, named kind-seed."""
-    return [
-        pytest.param(
-            kind, seed, marks=pytest.mark.xdist_group(PARTS[i % len(PARTS)]), id=f"{kind}-{seed}"
-        )
-        for i, (kind, seed) in enumerate(cases)
-    ]
-
-
-@pytest.fixture(scope="session")
-def graph_host(opsbot_installed: BootedSystemd) -> BootedSystemd:
-    """The scenario container with opsbot installed and the graph nodes' script and user."""
-    graphs.prepare(opsbot_installed)
-    return opsbot_installed
 
 
 def _explain(record: CaseRecord) -> str:

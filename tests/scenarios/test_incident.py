@@ -16,7 +16,8 @@ from testbed import graph as graphs
 from testbed.container import BootedSystemd
 from testbed.graph_run import configure, take_baseline
 from testbed.host import approve, diagnose as run_diagnose, opsbot
-from tests.scenarios.test_generated_faults import PARTS
+from tests.scenarios.incidents import follow_up_of, state
+from tests.scenarios.parts import PARTS
 
 pytestmark = pytest.mark.xdist_group(PARTS[-1])
 
@@ -29,29 +30,9 @@ def session_graph(opsbot_installed: BootedSystemd) -> Any:
     graphs.prepare(opsbot_installed)
     graph, client, backend = graphs.with_session(graphs.generate(SEED, ports_only=True))
     graphs.install(opsbot_installed, graph)
-    configure(opsbot_installed, graph)
+    configure(opsbot_installed, graph.opsbot_config())
     yield graph, client, backend
     graphs.uninstall(opsbot_installed, graph)
-
-
-def state(ct: BootedSystemd, plan_id: str, *done: str) -> str:
-    def settled() -> str:
-        now = json.loads(opsbot(ct, "show", plan_id, "--json").stdout)["summary"]["state"]
-        return str(now) if now in done else ""
-
-    return ct.wait_for(settled, timeout=90, interval=0.5, what=f"plan {plan_id} {done}")
-
-
-def follow_up_of(ct: BootedSystemd, plan_id: str) -> str:
-    def started() -> str:
-        out = ct.run(
-            ["journalctl", "-o", "json", f"FOLLOW_UP_OF={plan_id}", "EVENT=diagnose.finished"],
-            check=False,
-        ).stdout
-        entries = [json.loads(line) for line in out.splitlines() if line.strip()]
-        return str(entries[0].get("PLAN_ID") or "none") if entries else ""
-
-    return ct.wait_for(started, timeout=60, interval=0.5, what="the follow-up diagnosis")
 
 
 def test_a_client_with_a_dead_session_is_found_by_the_follow_up_and_the_incident_verified(

@@ -10,6 +10,7 @@ import os
 
 import pytest
 
+from testbed.daemon_faults import DAEMON_CASES
 from testbed.graph_faults import GATE_CASES
 from testbed.skips import skip_unless
 from tests.scenarios.report import report_dir
@@ -18,7 +19,8 @@ from tests.scenarios.report import report_dir
 @pytest.mark.serial
 def test_the_merged_report_counts_every_gate_case() -> None:
     """build/scenario-report.json, written at the end of the parallel pass, holds one
-    record for each (kind, seed) of the gate: none lost between workers, none twice."""
+    record for each (kind, seed) of the gate and of the real-software suite: none lost
+    between workers, none twice."""
     run = os.environ.get("OPSBOT_TEST_RUN", "")
     skip_unless(bool(run), "run by scripts/test, which runs the suite and then this check")
     path = report_dir() / "scenario-report.json"
@@ -26,5 +28,6 @@ def test_the_merged_report_counts_every_gate_case() -> None:
     report = json.loads(path.read_text())
     assert report["run"] == run, f"{path} is another run's ({report['run']!r}, not {run!r})"
     cases = [(r["kind"], r["seed"]) for r in report["generated"]["records"]]
-    assert sorted(cases, key=lambda c: c[1]) == list(GATE_CASES)
-    assert report["generated"]["cases"] == len(GATE_CASES)
+    gate = [*GATE_CASES, *DAEMON_CASES]
+    assert sorted(cases, key=lambda c: c[1]) == sorted(gate, key=lambda c: c[1])
+    assert report["generated"]["cases"] == len(gate)
