@@ -27,6 +27,10 @@ address_freed       the app, restarted while another process held its      start
 package_config      the app's package (a local .deb owning its program     note: config_error,
                     and settings) upgraded with dpkg -i after the host     naming the package
                     was healthy: its new settings file breaks the start
+cert_expired        (tls) the API the app reaches over HTTPS is given a    note: certificate_
+                    certificate that has expired (a renewal hook copied    expired, naming
+                    an old one) and restarted; the app's checks say        the API and its
+                    "certificate verify failed: certificate has expired"   certificate file
 ==================  =====================================================  ===============
 """
 
@@ -38,9 +42,10 @@ import shlex
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from testbed import daemons
+from testbed import daemons, tls
 from testbed.container import BootedSystemd
 from testbed.daemons import Daemon, DaemonGraph, Shape as GraphShape
 from testbed.graph_faults import (
@@ -64,6 +69,7 @@ DaemonKind = Literal[
     "fds_exhausted",
     "address_freed",
     "package_config",
+    "cert_expired",
 ]
 DAEMON_KINDS: tuple[DaemonKind, ...] = DaemonKind.__args__  # type: ignore[attr-defined]
 
@@ -76,6 +82,7 @@ SHAPES_OF: dict[DaemonKind, tuple[GraphShape, ...]] = {
     "fds_exhausted": ("cache",),
     "address_freed": daemons.SHAPES,
     "package_config": daemons.SHAPES,
+    "cert_expired": ("tls",),
 }
 
 #: Ten seeds of each kind, from 4000 on (ten numbers set aside for each kind in the order
@@ -378,13 +385,33 @@ def _package_config(inj: _Injector, d: Daemon) -> Expected:
     )
 
 
+def _cert_expired(inj: _Injector, d: Daemon) -> Expected:
+    authority = tls.Authority(inj.graph.extra["ca_cert"], inj.graph.extra["ca_key"])
+    old = authority.issue(d.name, datetime.now(UTC) - timedelta(hours=2))
+    inj.ct.write_file(d.cert_file, old.cert)
+    inj.ct.write_file(daemons.key_file(d), old.key, 0o640)
+    inj.run("chown", f"root:{daemons.APP_USER}", daemons.key_file(d))
+    inj.run("systemctl", "restart", "--", d.unit)
+    inj.front_sees_it()
+    return Expected(
+        "note",
+        cause="certificate_expired",
+        cause_unit=d.unit,
+        may_touch=frozenset(),
+        names=d.cert_file,
+    )
+
+
 def _target(graph: DaemonGraph, kind: DaemonKind, seed: int) -> Daemon:
     if kind in ("consumer_down", "consumer_stale"):
         return graph.by_role("consumer")
     if kind == "socket_down":
         return graph.by_role("socket_server")
     front = graph.daemon(graph.front)
-    return graph.daemon(front.reaches[0])  # the app behind the front
+    app = graph.daemon(front.reaches[0])  # the app behind the front
+    if kind == "cert_expired":
+        return graph.daemon(app.reaches[0])  # the API it reaches over HTTPS
+    return app
 
 
 def choose(graph: DaemonGraph, kind: DaemonKind, seed: int) -> tuple[Daemon, str]:
@@ -411,6 +438,7 @@ def inject(ct: BootedSystemd, graph: DaemonGraph, seed: int, kind: DaemonKind) -
         "fds_exhausted": lambda: _fds_exhausted(inj, target),
         "address_freed": lambda: _address_freed(inj, target, rng),
         "package_config": lambda: _package_config(inj, target),
+        "cert_expired": lambda: _cert_expired(inj, target),
     }[kind]()
     symptom = rng.choice(SYMPTOMS).format(unit=asked)
     return DaemonCase(

@@ -14,12 +14,14 @@ configured where Debian and operators put things:
   under ``/opt/NAME/bin/``; a Unix-socket server keeps its socket in its
   ``RuntimeDirectory=``.
 
-Three shapes, drawn from the seed with names and ports:
+Four shapes, drawn from the seed with names and ports:
 
     queue    front -> producer -> redis <- consumer (a worker: no port, no health target)
     socket   front -> app -> a server reached only by its Unix socket
     cache    front -> app -> redis or memcached (the app spools requests to its
              StateDirectory= and holds LimitNOFILE=256, as such apps are set up)
+    tls      front -> app -> an API it reaches over HTTPS (a certificate from the
+             graph's own CA, in /etc/STEM/tls/; the app trusts that CA) -> redis
 
 Every daemon runs the real program with its real errors; nothing in a name, a port or a
 path says what it is. Debian's packages are installed by scripts/setup and disabled on
@@ -36,9 +38,11 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
+from testbed import tls
 from testbed.container import BootedSystemd
 from testbed.graph import PORT_RANGE, TAKEN_PORTS, _name
 from testbed.observe import http_probe, unit_properties
@@ -57,8 +61,11 @@ __all__ = [
     "wait_healthy",
 ]
 
-Shape = Literal["queue", "socket", "cache"]
+Shape = Literal["queue", "socket", "cache", "tls"]
+#: The shapes the first kinds draw from (a kind's seeds give the same graphs whatever
+#: shapes came after), and every shape.
 SHAPES: tuple[Shape, ...] = ("queue", "socket", "cache")
+ALL_SHAPES: tuple[Shape, ...] = (*SHAPES, "tls")
 Role = Literal[
     "nginx", "haproxy", "web", "producer", "consumer", "socket_server", "redis", "memcached"
 ]
@@ -114,6 +121,8 @@ class Daemon:
     socket: str | None = None
     #: An app's convention: "default" (/etc/default/NAME) or "instance" (a template's).
     convention: str = "default"
+    #: It serves HTTPS (its certificate and key in /etc/STEM/tls/).
+    tls: bool = False
 
     @property
     def unit(self) -> str:
@@ -147,6 +156,16 @@ class Daemon:
     @property
     def state_dir(self) -> str:
         return f"/var/lib/{self.name.replace('@', '-')}"
+
+    @property
+    def cert_file(self) -> str:
+        """Its server certificate (a TLS daemon's); its key beside it, ``.key``."""
+        return f"/etc/{self.stem}/tls/{self.name.replace('@', '-')}.crt"
+
+    @property
+    def ca_file(self) -> str:
+        """The CA a client of a TLS daemon trusts."""
+        return f"/etc/{self.stem}/ca.crt"
 
 
 @dataclass(frozen=True)
@@ -209,7 +228,7 @@ class DaemonGraph:
 
 def generate(seed: int, shape: Shape) -> DaemonGraph:
     """A graph of ``shape`` made from ``seed`` (the same seed, the same graph)."""
-    rng = random.Random(seed * 7919 + SHAPES.index(shape))
+    rng = random.Random(seed * 7919 + ALL_SHAPES.index(shape))
     used: set[str] = set()
     ports: set[int] = set()
 
@@ -220,7 +239,9 @@ def generate(seed: int, shape: Shape) -> DaemonGraph:
                 ports.add(p)
                 return p
 
-    def app(role: Role, reaches: tuple[str, ...], health: bool, **more: str) -> Daemon:
+    def app(
+        role: Role, reaches: tuple[str, ...], health: bool, tls: bool = False, **more: str
+    ) -> Daemon:
         stem = _name(rng, used)
         convention = rng.choice(("default", "instance"))
         name = f"{stem}@{_name(rng, used)}" if convention == "instance" else stem
@@ -233,6 +254,7 @@ def generate(seed: int, shape: Shape) -> DaemonGraph:
             health,
             more.get("socket"),
             convention,
+            tls,
         )
 
     store_role: Role = "redis" if shape != "cache" or rng.random() < 0.5 else "memcached"
@@ -256,6 +278,11 @@ def generate(seed: int, shape: Shape) -> DaemonGraph:
         )
         web = app("web", (server.name, store.name), True)
         daemons += [server, web]
+        upstream = web
+    elif shape == "tls":
+        api = app("web", (store.name,), False, tls=True)
+        web = app("web", (api.name,), True)
+        daemons += [api, web]
         upstream = web
     else:
         web = app("web", (store.name,), True)
@@ -318,10 +345,14 @@ def _app_env(graph: DaemonGraph, d: Daemon) -> str:
             lines.append(f"MEMCACHED=127.0.0.1:{target.port}")
         elif target.socket:
             lines.append(f"BACKEND_SOCKET={target.socket}")
+        elif target.tls:
+            lines += [f"BACKEND_URL=https://127.0.0.1:{target.port}", f"TLS_CA={d.ca_file}"]
         else:
             lines.append(f"BACKEND_URL=http://127.0.0.1:{target.port}")
     if d.role in ("producer", "consumer"):
         lines += [f"QUEUE_KEY={graph.seed}-jobs", "QUEUE_MAX=200", "QUEUE_EVERY=0.01"]
+    if d.tls:
+        lines += [f"TLS_CERT={d.cert_file}", f"TLS_KEY={key_file(d)}"]
     if graph.shape == "cache" and d.role == "web":
         lines += ["SPOOL=1", f"STATE_DIR={d.state_dir}"]
     return "\n".join(lines) + "\n"
@@ -424,6 +455,30 @@ def files(graph: DaemonGraph) -> dict[str, str]:
     return out
 
 
+def tls_files(graph: DaemonGraph) -> dict[str, tuple[str, int]]:
+    """The graph's certificates and keys, by path, with their modes: a CA made for the
+    graph (kept in ``graph.extra``, for a fault to issue from), each TLS daemon's
+    certificate for 90 days and its key, and the CA in each of its clients' ca_file."""
+    served = [d for d in graph.daemons if d.tls]
+    if not served:
+        return {}
+    authority = tls.authority(f"graph {graph.seed} CA")
+    graph.extra["ca_cert"], graph.extra["ca_key"] = authority.cert, authority.key
+    out: dict[str, tuple[str, int]] = {}
+    for d in served:
+        issued = authority.issue(d.name, datetime.now(UTC) + timedelta(days=90))
+        out[d.cert_file] = (issued.cert, 0o644)
+        out[key_file(d)] = (issued.key, 0o640)
+        for client in graph.daemons:
+            if d.name in client.reaches:
+                out[client.ca_file] = (authority.cert, 0o644)
+    return out
+
+
+def key_file(d: Daemon) -> str:
+    return d.cert_file.removesuffix(".crt") + ".key"
+
+
 # -- the container ---------------------------------------------------------------------------
 
 
@@ -448,6 +503,10 @@ def install(ct: BootedSystemd, graph: DaemonGraph) -> None:
             ct.write_file(d.program, REALAPP.read_text(), 0o755)
     for path, text in files(graph).items():
         ct.write_file(path, text)
+    for path, (text, mode) in tls_files(graph).items():
+        ct.write_file(path, text, mode)
+        if path.endswith(".key"):  # its service's user reads it, no one else
+            ct.run(["chown", f"root:{APP_USER}", path])
     front = graph.daemon(graph.front)
     if front.role == "nginx":
         ct.run(["ln", "-sf", f"{NGINX_AVAILABLE}/{front.name}", f"{NGINX_SITES}/{front.name}"])
@@ -522,6 +581,10 @@ def uninstall(ct: BootedSystemd, graph: DaemonGraph) -> None:
     paths += [f"{UNIT_DIR}/{u}.d" for u in graph.units]
     paths += [str(Path(d.program).parent.parent) for d in graph.daemons if d.role in APPS]
     paths += [d.state_dir for d in graph.daemons if d.role in APPS]
+    paths += [str(Path(d.cert_file).parent) for d in graph.daemons if d.tls]
+    paths += [
+        c.ca_file for d in graph.daemons if d.tls for c in graph.daemons if d.name in c.reaches
+    ]
     if front.role == "nginx":
         paths.append(f"{NGINX_SITES}/{front.name}")
     ct.run(["rm", "-rf", *paths])

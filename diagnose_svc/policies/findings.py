@@ -20,6 +20,7 @@ from diagnose_svc.tools.disk_usage import DiskUsage
 from diagnose_svc.tools.list_failed_units import FailedUnits
 from diagnose_svc.tools.list_listeners import Listeners
 from diagnose_svc.tools.read_baseline import Baseline
+from diagnose_svc.tools.read_certificates import Certificates
 from diagnose_svc.tools.read_changes import Changes
 from diagnose_svc.tools.read_config_edges import ConfigEdges
 from diagnose_svc.tools.read_connections import Connections
@@ -47,6 +48,7 @@ OUTPUTS: dict[str, tuple[str, type[BaseModel]]] = {
     "read_baseline": ("baseline", Baseline),
     "read_changes": ("changes", Changes),
     "read_limits": ("limits", Limits),
+    "read_certificates": ("certificates", Certificates),
 }
 
 
@@ -82,6 +84,7 @@ class Findings:
     baseline: dict[str, Baseline] = field(default_factory=dict)
     changes: dict[str, Changes] = field(default_factory=dict)
     limits: dict[str, Limits] = field(default_factory=dict)
+    certificates: dict[str, Certificates] = field(default_factory=dict)
     #: (tool, subject) -> why that call gave no answer.
     errors: dict[tuple[str, str], str] = field(default_factory=dict)
     #: Every call made so far (call_key), answered or not: never ask twice.

@@ -147,6 +147,14 @@ def exhausted(lines: list[JournalLine]) -> dict[str, tuple[JournalLine, int]]:
     return found
 
 
+#: A TLS peer's certificate refused: OpenSSL's, Python's, Go's, curl's and nginx's words.
+#: A lead for read_certificates, which must find the expired file.
+CERT_REFUSED = re.compile(
+    r"certificate (?:has )?expired|certificate is not yet valid|CERT_HAS_EXPIRED|"
+    r"certificate verify failed|SSL certificate (?:problem|verify error)",
+    re.I,
+)
+
 NO_SUCH_FILE = re.compile(r"no such file or directory|ENOENT|does not exist|not found", re.I)
 _ABSOLUTE = re.compile(r"(/[\w.@+\-]+(?:/[\w.@+\-]+)+)")
 

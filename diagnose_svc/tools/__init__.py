@@ -24,6 +24,7 @@ read_memory          MemoryArgs       MemoryState
 read_timer           TimerArgs        TimerState
 read_changes         ChangesArgs      Changes
 read_limits          LimitsArgs       Limits
+read_certificates    CertificatesArgs Certificates
 ===================  ===============  ===============================================
 """
 

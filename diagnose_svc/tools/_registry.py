@@ -45,6 +45,7 @@ EvidenceKind = Literal[
     "timer",
     "changes",
     "limits",
+    "certificates",
 ]
 #: In words, for a note that lists what is still unknown.
 EVIDENCE_WORDS: dict[EvidenceKind, str] = {
@@ -62,6 +63,7 @@ EVIDENCE_WORDS: dict[EvidenceKind, str] = {
     "timer": "the timer",
     "changes": "what changed since the host was healthy for",
     "limits": "the descriptors and tasks against their limits of",
+    "certificates": "the TLS certificates of",
 }
 
 

@@ -17,6 +17,9 @@ run it in four roles:
                waits to be restarted)
     (any)      SPOOL=1: each request writes a small file into STATE_DIR/spool, as an app
                that keeps uploads or a cache on disk does
+    (any)      TLS_CERT and TLS_KEY: it serves HTTPS with them; a BACKEND_URL of https://
+               is checked against the CA in TLS_CA (Python's ssl: "certificate verify
+               failed: certificate has expired")
 
 SIGUSR2 starts a descriptor leak (each request opens a file it never closes), as a bug
 on a code path does. Stdlib only: it runs with Debian's /usr/bin/python3.
@@ -31,6 +34,7 @@ import os
 import signal
 import socket
 import socketserver
+import ssl
 import sys
 import threading
 import time
@@ -144,7 +148,12 @@ def backend_health() -> tuple[int, str]:
         where = env("BACKEND_SOCKET")
     else:
         url = urllib.parse.urlsplit(env("BACKEND_URL"))
-        conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port or 80, timeout=2)
+        host = url.hostname or "127.0.0.1"
+        if url.scheme == "https":
+            context = ssl.create_default_context(cafile=env("TLS_CA") or None)
+            conn = http.client.HTTPSConnection(host, url.port or 443, timeout=2, context=context)
+        else:
+            conn = http.client.HTTPConnection(host, url.port or 80, timeout=2)
         where = env("BACKEND_URL")
     try:
         conn.request("GET", "/healthz")
@@ -182,6 +191,21 @@ def health() -> tuple[int, str]:
 
 class Handler(http.server.BaseHTTPRequestHandler):
     server_version = "app/1.4"
+    tls_failed = False
+
+    def setup(self) -> None:
+        super().setup()
+        if isinstance(self.connection, ssl.SSLSocket):
+            try:
+                self.connection.settimeout(5)
+                self.connection.do_handshake()
+            except OSError as exc:  # ssl.SSLError is one
+                log.warning("TLS handshake with %s failed: %s", self.client_address[0], exc)
+                self.tls_failed = True
+
+    def handle(self) -> None:
+        if not self.tls_failed:
+            super().handle()
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
         try:
@@ -227,7 +251,15 @@ def serve() -> None:
         # Address already in use comes out as Python says it: "[Errno 98] Address already
         # in use", with no address or port in it.
         server = http.server.ThreadingHTTPServer(("127.0.0.1", int(env("PORT"))), Handler)
-        log.info("listening on 127.0.0.1:%s", env("PORT"))
+        if env("TLS_CERT"):
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(env("TLS_CERT"), env("TLS_KEY") or None)
+            # The handshake in the worker thread, not in accept(): a client that gives up
+            # on it (an expired certificate) costs the listener nothing.
+            server.socket = context.wrap_socket(
+                server.socket, server_side=True, do_handshake_on_connect=False
+            )
+        log.info("listening on 127.0.0.1:%s%s", env("PORT"), " (TLS)" if env("TLS_CERT") else "")
     if env("ROLE") == "producer":
         threading.Thread(target=produce, daemon=True).start()
     notify("READY=1")

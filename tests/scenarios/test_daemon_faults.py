@@ -24,6 +24,8 @@ sites and journal never meet the scenario stack's.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from testbed import daemons
@@ -89,3 +91,23 @@ def test_a_real_software_case_renamed_gets_the_same_verdict(
         plain.plan_steps,
         plain.target,
     ), _explain(other)
+
+
+@pytest.mark.parametrize(("kind", "seed"), parted((("package_config", 4064),), start=0))
+def test_a_package_upgraded_since_the_host_was_healthy_is_named_with_its_versions_and_time(
+    daemon_host: BootedSystemd, kind: DaemonKind, seed: int
+) -> None:
+    """The app's own .deb (version 1.4.2-1, installed with dpkg -i before the baseline)
+    is upgraded to 1.5.0-1, whose new settings file breaks the start: the note says the
+    app cannot start, and what changed since the host was healthy: the package, both
+    versions and when, and its settings file."""
+    record = run_daemon_case(daemon_host, kind, seed, carry_plans=False)
+    assert not record.error, record.error
+    assert record.verdict == "note: config_error", _explain(record)
+    package = f"{record.target.removesuffix('.service').partition('@')[0]}-app"
+    upgraded = rf"{package} 1\.4\.2-1 -> 1\.5\.0-1 upgraded \(\d{{4}}-\d\d-\d\d \d\d:\d\d UTC\)"
+    assert re.search(upgraded, record.said), record.said
+    assert re.search(
+        r"Since the host was last seen healthy \(\d{4}-\d\d-\d\d \d\d:\d\d UTC\)", record.said
+    ), record.said
+    assert re.search(r"/etc/\S+ modified", record.said), record.said

@@ -74,6 +74,9 @@ def _steps(verdict: dict[str, Any]) -> list[tuple[str, str]]:
 def test_a_worker_killed_twice_is_started_twice_and_one_that_cannot_stay_up_is_left_to_a_human(
     daemon_host: BootedSystemd, queue: DaemonGraph
 ) -> None:
+    """Killed: started, VERIFIED. Killed again: the same start, a new incident, VERIFIED.
+    Dying a second after each start: UNRESOLVED, then neither the follow-up nor a new
+    diagnosis proposes that start again; the note names the worker."""
     ct, graph = daemon_host, queue
     worker = _worker(graph)
     start = [("start_unit", worker.unit)]

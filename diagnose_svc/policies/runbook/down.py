@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from diagnose_svc.policies import leads
+from diagnose_svc.policies.runbook import certificates
 from diagnose_svc.policies.runbook.constants import LAST_WORDS
 from diagnose_svc.policies.runbook.last_run import (
     changed_after,
@@ -229,7 +230,14 @@ def _cause_gone(view: View, root: str, last: list[JournalLine]) -> str | None:
     return None
 
 
+def _certificate_valid(view: View, root: str, status: UnitStatus) -> Human | str | None:
+    """A certificate its own output says was refused, which a read shows expired (its
+    own, or that of a unit it reaches): a start would be refused the same way."""
+    return certificates.expired(view, root)
+
+
 _CHECKS: tuple[Check, ...] = (
+    _certificate_valid,
     _room_on_disk,
     _files_in_place,
     _port_free,

@@ -52,7 +52,7 @@ def human_note(view: View, entry: str, human: Human, roots: list[str]) -> FinalN
             if chain
             else ""
         )
-    others = [r for r in roots if r != human.unit]
+    others = [r for r in roots if r not in (human.unit, human.via)]
     more = f" Also failing: {', '.join(others)}." if others else ""
     since = view.since_healthy(human.unit)
     changed = view.changed(human.unit)

@@ -19,6 +19,9 @@ class Human:
     unit: str
     fact: str
     advice: str
+    #: The failing unit the cause was found through ("" for ``unit`` itself): a root of
+    #: the chain that is failing because of ``unit``, so not "also failing".
+    via: str = ""
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from typing import Any
 from diagnose_svc.limits import MAX_CALLS_PER_STEP
 from diagnose_svc.policies import leads
 from diagnose_svc.policies.findings import Findings, call_key
+from diagnose_svc.policies.runbook import certificates
 from diagnose_svc.policies.runbook.constants import JOURNAL_LINES, MAX_DEPENDENCIES, RUNNING
 from diagnose_svc.policies.runbook.last_run import address_ports
 from diagnose_svc.policies.runbook.view import View
@@ -97,6 +98,9 @@ def _wanted(settings: DiagnoseSettings, entry: str, found: Findings) -> Iterator
         yield Read("tail_journal", {"unit": entry, "lines": JOURNAL_LINES})
     for unit in dict.fromkeys([entry, *suspects]):
         yield from _resource_reads(view, unit)
+        # A certificate its own output says was refused: its own, or its peer's.
+        for owner in certificates.to_read(view, unit):
+            yield Read("read_certificates", {"unit": owner})
 
 
 #: The read that checks each resource a process can say it ran out of.

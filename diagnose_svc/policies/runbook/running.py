@@ -3,14 +3,15 @@ configuration), a process that is stopped or does not answer (restarted, pinned 
 invocation), connections refused (its port held by another process, or a note), answers
 of errors after a file it was started with changed (reloaded), answers of errors while
 a dependency it reaches was started again after it was (restarted: it may hold a
-session to the instance that went away), or else its own fault (a note)."""
+session to the instance that went away), a certificate it or its peer serves that
+expired (a note), or else its own fault (a note)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
 from diagnose_svc.policies import leads
-from diagnose_svc.policies.runbook import queues
+from diagnose_svc.policies.runbook import certificates, queues
 from diagnose_svc.policies.runbook.outcomes import Fix, Human, pinned, step
 from diagnose_svc.policies.runbook.port_held import port_held
 from diagnose_svc.policies.runbook.view import View
@@ -37,6 +38,9 @@ def decide_running(view: View, root: str, status: UnitStatus) -> Human | Fix:
     refused = [h for h in bad if h.outcome in ("connection_refused", "connection_error")]
     if refused:
         return _refused(view, root, refused)
+    expired = certificates.expired(view, root)
+    if expired is not None:
+        return expired
     ran_out = view.ran_out(root)
     if ran_out is not None:
         return _ran_out(root, status, *ran_out)

@@ -42,6 +42,7 @@ from diagnose_svc.tools._systemctl import parse_show, parse_timestamp
 from diagnose_svc.tools.disk_usage import DiskArgs, DiskUsage, Usage
 from diagnose_svc.tools.list_listeners import Listener, Listeners, ListenersArgs
 from diagnose_svc.tools.read_baseline import Baseline, BaselineArgs
+from diagnose_svc.tools.read_certificates import Certificates, CertificatesArgs
 from diagnose_svc.tools.read_changes import Changes, ChangesArgs
 from diagnose_svc.tools.read_config_edges import ConfigEdge, ConfigEdges, ConfigEdgesArgs
 from diagnose_svc.tools.read_connections import Connections, ConnectionsArgs, Edge
@@ -159,6 +160,9 @@ class RecordedHost:
     #: unit -> its descriptors and tasks against their limits (read_limits); None: not
     #: offered; a unit not in it: far from its limits.
     limits: dict[str, Limits] | None = None
+    #: unit -> the certificates it is configured with (read_certificates); None: not
+    #: offered; a unit not in it: names none.
+    certificates: dict[str, Certificates] | None = None
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     def add(self, show: str, journal: Sequence[tuple[str, str, str, str]] = ()) -> RecordedHost:
@@ -359,8 +363,19 @@ class RecordedHost:
             )
             return (self.limits or {}).get(args.unit, roomy)
 
+        def read_certificates(args: CertificatesArgs, context: ToolContext) -> Certificates:
+            """Recorded read_certificates."""
+            self.calls.append(("read_certificates", args.model_dump()))
+            self.props(args.unit)
+            none = Certificates(unit=args.unit, certificates=[])
+            return (self.certificates or {}).get(args.unit, none)
+
         # The tools a host recorded before they existed does not offer.
         optional = {
+            "read_certificates": (
+                self.certificates,
+                make_tool(CertificatesArgs, read_certificates),
+            ),
             "read_limits": (self.limits, make_tool(LimitsArgs, read_limits)),
             "read_changes": (self.changes, make_tool(ChangesArgs, read_changes)),
             "read_connections": (self.connections, make_tool(ConnectionsArgs, read_connections)),

@@ -25,7 +25,7 @@ from tests.unit.diagnose import recorded
 
 
 def test_dispatch_table_holds_the_read_tools_only() -> None:
-    """The table has the fifteen read tools, each described by its docstring, each declaring
+    """The table has the sixteen read tools, each described by its docstring, each declaring
     its output model and the kind of evidence it gives; no write tool."""
     assert sorted(READ_TOOLS) == [
         "disk_usage",
@@ -33,6 +33,7 @@ def test_dispatch_table_holds_the_read_tools_only() -> None:
         "list_failed_units",
         "list_listeners",
         "read_baseline",
+        "read_certificates",
         "read_changes",
         "read_config_edges",
         "read_connections",
@@ -59,6 +60,7 @@ def test_dispatch_table_holds_the_read_tools_only() -> None:
         "read_connections": "connections",
         "read_config_edges": "configured",
         "read_baseline": "baseline",
+        "read_certificates": "certificates",
         "read_changes": "changes",
         "read_limits": "limits",
         "read_memory": "memory",
