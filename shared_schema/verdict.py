@@ -49,6 +49,8 @@ CauseKind = Literal[
     "missing_file",  # a program or file the unit needs does not exist
     "permission_denied",  # a file the unit needs exists but its user cannot read it
     "disk_full",  # a filesystem the unit writes to is full
+    "read_only",  # a filesystem the unit writes to is mounted read-only
+    "mount_failed",  # a mount the unit requires (RequiresMountsFor=, a .mount) failed
     "certificate_expired",  # a TLS certificate it serves, or a peer it reaches serves, expired
     "port_in_use",  # another process holds the port the unit needs
     "out_of_memory",  # the kernel killed it for memory, again

@@ -27,6 +27,13 @@ address_freed       the app, restarted while another process held its      start
 package_config      the app's package (a local .deb owning its program     note: config_error,
                     and settings) upgraded with dpkg -i after the host     naming the package
                     was healthy: its new settings file breaks the start
+readonly_fs         (cache) the filesystem of the app's StateDirectory= is   note: read_only
+                    remounted read-only (as the kernel does after I/O
+                    errors); its spool writes fail with [Errno 30]
+mount_failed        the app needs a mount (RequiresMountsFor=, a tmpfs     note: mount_failed,
+                    in a mount unit) whose options are edited with a       naming the mount
+                    typo; at the next boot the mount fails and the app
+                    with it ("Dependency failed")
 cert_expired        (tls) the API the app reaches over HTTPS is given a    note: certificate_
                     certificate that has expired (a renewal hook copied    expired, naming
                     an old one) and restarted; the app's checks say        the API and its
@@ -70,6 +77,8 @@ DaemonKind = Literal[
     "address_freed",
     "package_config",
     "cert_expired",
+    "readonly_fs",
+    "mount_failed",
 ]
 DAEMON_KINDS: tuple[DaemonKind, ...] = DaemonKind.__args__  # type: ignore[attr-defined]
 
@@ -83,6 +92,8 @@ SHAPES_OF: dict[DaemonKind, tuple[GraphShape, ...]] = {
     "address_freed": daemons.SHAPES,
     "package_config": daemons.SHAPES,
     "cert_expired": ("tls",),
+    "readonly_fs": ("cache",),
+    "mount_failed": daemons.SHAPES,
 }
 
 #: Ten seeds of each kind, from 4000 on (ten numbers set aside for each kind in the order
@@ -272,6 +283,58 @@ def _inodes_full(inj: _Injector, d: Daemon) -> Expected:
     return Expected("note", cause="disk_full", cause_unit=d.unit, may_touch=frozenset())
 
 
+def _readonly_fs(inj: _Injector, d: Daemon) -> Expected:
+    uid = inj.ct.run(["id", "-u", daemons.APP_USER]).stdout.strip()
+    inj.run("mount", "-t", "tmpfs", "-o", f"size=8m,uid={uid},mode=0755", "tmpfs", d.state_dir)
+    daemons.wait_healthy(inj.ct, inj.graph, timeout=30)  # it writes there, as before
+    inj.run("mount", "-o", "remount,ro", d.state_dir)
+    inj.front_sees_it()
+    return Expected("note", cause="read_only", cause_unit=d.unit, may_touch=frozenset())
+
+
+def _mount_failed(inj: _Injector, d: Daemon) -> Expected:
+    mount = inj.graph.extra["mount"]
+    # An edit to the mount (a typo: "8mb" for "8m") waits for the next boot to bite;
+    # the reboot: the mount and what needs it stop, and come up again.
+    inj.ct.write_file(f"/etc/systemd/system/{mount}", _mount_unit(inj.graph, d, "size=8mb"))
+    inj.run("systemctl", "daemon-reload")
+    inj.run("systemctl", "stop", "--", mount)
+    inj.run("systemctl", "start", "--", d.unit, check=False)
+    inj.wait(f"{mount} failed", inj.unit_is(mount, ActiveState="failed"))
+    inj.front_sees_it()
+    return Expected(
+        "note",
+        cause="mount_failed",
+        cause_unit=mount,
+        may_touch=frozenset(),
+        names=inj.graph.extra["mount_where"],
+    )
+
+
+def _mount_unit(graph: DaemonGraph, d: Daemon, size: str) -> str:
+    return (
+        f"[Unit]\nDescription=scratch space of {d.name}\n\n[Mount]\nWhat=tmpfs\n"
+        f"Where={graph.extra['mount_where']}\nType=tmpfs\nOptions={size},mode=0755\n"
+    )
+
+
+def _with_mount(ct: BootedSystemd, graph: DaemonGraph, d: Daemon) -> None:
+    """Before the baseline: ``d`` needs a mount (its scratch space, a tmpfs in a mount
+    unit), by RequiresMountsFor= in a drop-in, as an operator adds one."""
+    where = f"/srv/{d.name.replace('@', '-')}-scratch"
+    mount = ct.run(["systemd-escape", "--path", "--suffix=mount", where]).stdout.strip()
+    graph.extra.update(mount=mount, mount_where=where)
+    ct.write_file(f"/etc/systemd/system/{mount}", _mount_unit(graph, d, "size=8m"))
+    ct.write_file(
+        f"/etc/systemd/system/{d.unit}.d/50-scratch.conf",
+        f"[Unit]\nRequiresMountsFor={where}\n",
+    )
+    ct.systemctl("daemon-reload")
+    ct.systemctl("restart", "--", d.unit)
+    daemons.wait_healthy(ct, graph, timeout=30)
+    time.sleep(1.1)  # the edit comes in a later second than the baseline
+
+
 def _fds_exhausted(inj: _Injector, d: Daemon) -> Expected:
     invocation = inj.invocation(d.unit)
     inj.run("systemctl", "kill", "--kill-whom=main", "--signal=USR2", "--", d.unit)
@@ -352,7 +415,11 @@ def _deb(ct: BootedSystemd, d: Daemon, version: str, settings: str) -> str:
 def before_baseline(
     ct: BootedSystemd, case_kind: DaemonKind, graph: DaemonGraph, seed: int
 ) -> None:
-    """What a kind sets up while the host is healthy: package_config's first version."""
+    """What a kind sets up while the host is healthy: package_config's first version,
+    mount_failed's mount."""
+    if case_kind == "mount_failed":
+        _with_mount(ct, graph, _target(graph, case_kind, seed))
+        return
     if case_kind != "package_config":
         return
     d = _target(graph, case_kind, seed)
@@ -439,6 +506,8 @@ def inject(ct: BootedSystemd, graph: DaemonGraph, seed: int, kind: DaemonKind) -
         "address_freed": lambda: _address_freed(inj, target, rng),
         "package_config": lambda: _package_config(inj, target),
         "cert_expired": lambda: _cert_expired(inj, target),
+        "readonly_fs": lambda: _readonly_fs(inj, target),
+        "mount_failed": lambda: _mount_failed(inj, target),
     }[kind]()
     symptom = rng.choice(SYMPTOMS).format(unit=asked)
     return DaemonCase(
@@ -454,3 +523,9 @@ def clean_up(ct: BootedSystemd, graph: DaemonGraph) -> None:
     package = graph.extra.get("package")
     if package:
         ct.run(["dpkg", "--purge", package], check=False)
+    mount = graph.extra.get("mount")
+    if mount:
+        ct.systemctl("stop", "--", mount, check=False)
+        ct.run(["rm", "-rf", f"/etc/systemd/system/{mount}", graph.extra["mount_where"]])
+        ct.systemctl("daemon-reload")
+        ct.systemctl("reset-failed", "--", mount, check=False)

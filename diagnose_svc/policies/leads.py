@@ -133,6 +133,7 @@ EXHAUSTED: dict[str, re.Pattern[str]] = {
         re.I,
     ),
     "memory": re.compile(r"cannot allocate memory|\bENOMEM\b|\bMemoryError\b", re.I),
+    "read_only": re.compile(r"read-only file ?system|\bEROFS\b", re.I),
 }
 
 

@@ -3,7 +3,10 @@
 A journal's "No space left on device" is a lead; this checks the present: for each of
 the unit's state, logs, cache and runtime directories (StateDirectory= and the like),
 its WorkingDirectory= and its ReadWritePaths=, the filesystem's size, free space and
-free inodes, from statvfs(2).
+free inodes, from statvfs(2); and the mount it is on as systemd sees it (the deepest
+``.mount`` unit above it, active): where, and whether it is mounted read-only. (The
+diagnose user's own view cannot tell: its sandbox, ProtectSystem=strict, mounts
+everything read-only for it.)
 """
 
 from __future__ import annotations
@@ -52,12 +55,16 @@ class Usage(Model):
     used_percent: float = 0.0
     free_inodes: int = 0
     full: bool = False
+    #: The mount point it is on (systemd's .mount unit), and whether that is read-only.
+    mount: str = ""
+    read_only: bool = False
 
     def words(self) -> str:
         if not self.exists:
             return f"{self.path} is missing"
         full = " (FULL)" if self.full else ""
-        return f"{self.path} {self.used_percent:.0f}% used, {self.free_bytes} bytes free{full}"
+        ro = f" (READ-ONLY: {self.mount} is mounted ro)" if self.read_only else ""
+        return f"{self.path} {self.used_percent:.0f}% used, {self.free_bytes} bytes free{full}{ro}"
 
 
 class DiskUsage(ToolOutput):
@@ -69,6 +76,10 @@ class DiskUsage(ToolOutput):
     @property
     def full(self) -> list[Usage]:
         return [d for d in self.directories if d.full]
+
+    @property
+    def read_only(self) -> list[Usage]:
+        return [d for d in self.directories if d.read_only]
 
     def summary(self) -> str:
         if not self.directories:
@@ -136,16 +147,64 @@ def usage(path: str, role: str) -> Usage:
     )
 
 
+def mount_unit(path: str) -> str:
+    """The ``.mount`` unit systemd names a mount point by (``systemd-escape --path``)."""
+    trimmed = os.path.normpath(path).strip("/")
+    if not trimmed:
+        return "-.mount"
+    out: list[str] = []
+    for index, char in enumerate(trimmed):
+        if char == "/":
+            out.append("-")
+        elif char.isascii() and (char.isalnum() or char in ":_.") and (index or char != "."):
+            out.append(char)
+        else:
+            out.extend(f"\\x{byte:02x}" for byte in char.encode())
+    return "".join(out) + ".mount"
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = os.path.normpath(path).strip("/").split("/")
+    return ["/", *("/" + "/".join(parts[: i + 1]) for i in range(len(parts)) if parts[0])]
+
+
+def mounts(paths: list[str]) -> dict[str, tuple[str, bool]]:
+    """For each path, the deepest active mount above it systemd knows: (its mount point,
+    mounted read-only). One ``systemctl show`` of every candidate."""
+    candidates = {mount_unit(a): a for p in paths for a in _ancestors(p)}
+    if not candidates:
+        return {}
+    active: dict[str, bool] = {}
+    for props in show(list(candidates), ("Id", "LoadState", "ActiveState", "Options")):
+        where = candidates.get(props.get("Id", ""))
+        if where is not None and props.get("ActiveState") == "active":
+            active[where] = "ro" in props.get("Options", "").split(",")
+    out: dict[str, tuple[str, bool]] = {}
+    for path in paths:
+        deepest = [a for a in _ancestors(path) if a in active]
+        if deepest:
+            out[path] = (deepest[-1], active[deepest[-1]])
+    return out
+
+
 @read_tool(DiskArgs)
 def disk_usage(args: DiskArgs, context: ToolContext) -> DiskUsage:
     """Check how full the filesystems are that one unit writes to: its StateDirectory=,
     LogsDirectory=, CacheDirectory=, RuntimeDirectory=, WorkingDirectory= and
     ReadWritePaths=. For each: whether it exists, the filesystem's size, free bytes, used
-    percent, free inodes, and whether it is full. Use it to check a journal's "No space
-    left on device".
+    percent, free inodes, whether it is full, and the mount it is on and whether that is
+    mounted read-only. Use it to check a journal's "No space left on device" or
+    "Read-only file system".
     """
     [props] = show([args.unit], PROPERTIES)
+    found = [usage(path, role) for path, role in directories(props)]
+    on = mounts([d.path for d in found if d.exists])
     return DiskUsage(
         unit=props.get("Id", args.unit),
-        directories=[usage(path, role) for path, role in directories(props)],
+        directories=[
+            d.model_copy(update={"mount": on[d.path][0], "read_only": on[d.path][1]})
+            if d.path in on
+            else d
+            for d in found
+        ],
     )

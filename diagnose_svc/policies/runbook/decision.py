@@ -10,6 +10,7 @@ from diagnose_svc.actions import Action, SubmitPlan
 from diagnose_svc.policies.findings import Findings
 from diagnose_svc.policies.runbook.constants import RUNNING
 from diagnose_svc.policies.runbook.down import decide_down
+from diagnose_svc.policies.runbook.mounts import failed_mount
 from diagnose_svc.policies.runbook.notes import also_failing, healthy, human_note, note, which_waits
 from diagnose_svc.policies.runbook.outcomes import Fix, Human, plan, step
 from diagnose_svc.policies.runbook.reads import evidence
@@ -152,6 +153,8 @@ def _classify(view: View, root: str, roots: list[str]) -> Human | Fix:
         return held_back
     if status.active_state in RUNNING:
         return decide_running(view, root, status)
+    if root.endswith(".mount"):
+        return failed_mount(view, root, status)
     return decide_down(view, root, status, roots)
 
 

@@ -22,7 +22,13 @@ from diagnose_svc.policies.runbook.last_run import (
 from diagnose_svc.policies.runbook.outcomes import Fix, Human, step
 from diagnose_svc.policies.runbook.port_held import port_held
 from diagnose_svc.policies.runbook.view import View
-from diagnose_svc.policies.runbook.words import cut, ended, full_words, loop_words
+from diagnose_svc.policies.runbook.words import (
+    cut,
+    ended,
+    full_words,
+    loop_words,
+    read_only_words,
+)
 from diagnose_svc.tools import JournalLine, UnitStatus
 from diagnose_svc.tools.disk_usage import FULL_FREE_BYTES
 
@@ -67,6 +73,15 @@ def _room_on_disk(view: View, root: str, status: UnitStatus) -> Human | str | No
     disk = view.found.disk.get(root)
     if disk is None:
         return None
+    if disk.read_only:
+        return Human(
+            "read_only",
+            root,
+            read_only_words(disk.read_only[0]),
+            f"A human must find why it is read-only (dmesg: the kernel remounts a "
+            f"filesystem read-only after I/O errors) and remount it read-write, then start "
+            f"{root}.",
+        )
     full = disk.full
     if full:
         d = full[0]

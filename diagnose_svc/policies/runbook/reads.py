@@ -109,6 +109,7 @@ _RESOURCE_READS = {
     "descriptors": "read_limits",
     "tasks": "read_limits",
     "memory": "read_memory",
+    "read_only": "disk_usage",
 }
 
 

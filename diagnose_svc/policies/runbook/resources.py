@@ -1,5 +1,5 @@
 """What the present says of a unit beyond its state: a resource it ran out of (its own
-output's lead, confirmed by a read: a full filesystem, descriptors or tasks at their
+output's lead, confirmed by a read: a full or read-only filesystem, descriptors or tasks at their
 limit, memory at MemoryMax=), and what changed for it since the host was last healthy
 (read_changes), in words for a note or a plan."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from diagnose_svc.policies import leads
 from diagnose_svc.policies.findings import Findings
-from diagnose_svc.policies.runbook.words import cut, full_words
+from diagnose_svc.policies.runbook.words import cut, full_words, read_only_words
 from diagnose_svc.tools import UnitStatus
 
 #: Related changes named in a note or a step's reason, at most.
@@ -39,6 +39,10 @@ def _confirmed(found: Findings, unit: str, resource: str) -> str:
         disk = found.disk.get(unit)
         full = disk.full if disk is not None else []
         return full_words(full[0]) if full else ""
+    if resource == "read_only":
+        disk = found.disk.get(unit)
+        ro = disk.read_only if disk is not None else []
+        return read_only_words(ro[0]) if ro else ""
     limits = found.limits.get(unit)
     if resource == "descriptors" and limits is not None and limits.files_at_limit:
         held = limits.open_files if limits.open_files is not None else limits.fd_table

@@ -88,6 +88,15 @@ def _ran_out(root: str, status: UnitStatus, resource: str, facts: str) -> Human 
             f"A human must free room there (or grow it); {root} keeps failing to write "
             "until then, and a restart frees nothing on a filesystem.",
         )
+    if resource == "read_only":
+        return Human(
+            "read_only",
+            root,
+            facts,
+            "A human must find why it is read-only (the kernel remounts a filesystem "
+            "read-only after I/O errors: dmesg) and remount it read-write; a restart "
+            "writes to the same filesystem.",
+        )
     return Fix(
         [
             step(

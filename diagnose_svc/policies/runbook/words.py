@@ -76,3 +76,11 @@ def full_words(usage: Usage) -> str:
         f"the filesystem of {usage.path} ({usage.role}) is full: {usage.used_percent:.0f}% "
         f"used, {usage.free_bytes} bytes free"
     )
+
+
+def read_only_words(usage: Usage) -> str:
+    """A directory it writes to on a filesystem mounted read-only, in words."""
+    return (
+        f"the filesystem of {usage.path} ({usage.role}) is mounted read-only "
+        f"({usage.mount}, as systemd sees it): nothing can be written there"
+    )
