@@ -38,8 +38,7 @@ def failed_mount(view: View, root: str, status: UnitStatus) -> Human:
     return Human(
         "mount_failed",
         root,
-        f"{where} is not mounted: {root} is {status.active_state} "
-        f"({ended(status)}){said}",
+        f"{where} is not mounted: {root} is {status.active_state} ({ended(status)}){said}",
         f"A human must bring back what it mounts (the disk attached, the server "
         f"reachable) or fix the mount (systemctl status {root}), then start it{then}; "
         'opsbot mounts nothing, and a start of what needs it fails with "Dependency '
