@@ -13,7 +13,7 @@ consumer_down       (queue) the worker that drains the queue is killed     start
 consumer_stale      (queue) the broker is restarted (a routine restart);   restart the
                     the worker loses its connection and waits to be        worker (pinned)
                     restarted, alive; the queue backs up
-socket_down         (socket) the server the app reaches only by a Unix     start the server
+unix_server_down    (socket) the server the app reaches only by a Unix     start the server
                     socket path is killed (Restart=no); its socket goes
                     with its RuntimeDirectory=
 inodes_full         (cache) the app's StateDirectory= is out of inodes      note: disk_full
@@ -71,7 +71,7 @@ from testbed.observe import http_probe, unit_properties
 DaemonKind = Literal[
     "consumer_down",
     "consumer_stale",
-    "socket_down",
+    "unix_server_down",
     "inodes_full",
     "fds_exhausted",
     "address_freed",
@@ -86,7 +86,7 @@ DAEMON_KINDS: tuple[DaemonKind, ...] = DaemonKind.__args__  # type: ignore[attr-
 SHAPES_OF: dict[DaemonKind, tuple[GraphShape, ...]] = {
     "consumer_down": ("queue",),
     "consumer_stale": ("queue",),
-    "socket_down": ("socket",),
+    "unix_server_down": ("socket",),
     "inodes_full": ("cache",),
     "fds_exhausted": ("cache",),
     "address_freed": daemons.SHAPES,
@@ -257,7 +257,7 @@ def _consumer_stale(inj: _Injector, d: Daemon) -> Expected:
     return Expected("plan", (Shape((step,)),), may_touch=frozenset([d.unit]))
 
 
-def _socket_down(inj: _Injector, d: Daemon) -> Expected:
+def _unix_server_down(inj: _Injector, d: Daemon) -> Expected:
     _kill_for_good(inj, d)
     inj.front_sees_it()
     return _start(d)
@@ -472,7 +472,7 @@ def _cert_expired(inj: _Injector, d: Daemon) -> Expected:
 def _target(graph: DaemonGraph, kind: DaemonKind, seed: int) -> Daemon:
     if kind in ("consumer_down", "consumer_stale"):
         return graph.by_role("consumer")
-    if kind == "socket_down":
+    if kind == "unix_server_down":
         return graph.by_role("socket_server")
     front = graph.daemon(graph.front)
     app = graph.daemon(front.reaches[0])  # the app behind the front
@@ -500,7 +500,7 @@ def inject(ct: BootedSystemd, graph: DaemonGraph, seed: int, kind: DaemonKind) -
     expected = {
         "consumer_down": lambda: _consumer_down(inj, target),
         "consumer_stale": lambda: _consumer_stale(inj, target),
-        "socket_down": lambda: _socket_down(inj, target),
+        "unix_server_down": lambda: _unix_server_down(inj, target),
         "inodes_full": lambda: _inodes_full(inj, target),
         "fds_exhausted": lambda: _fds_exhausted(inj, target),
         "address_freed": lambda: _address_freed(inj, target, rng),
