@@ -241,3 +241,36 @@ def test_within_its_incident_a_fix_is_refused_even_after_another_incident_cured_
     again = service.handle(proposal("nginx.service", follows=first), DIAGNOSE)
     assert isinstance(again, Revise), again
     assert f"tried before: plan {first}" in again.errors[0].message
+
+
+def test_an_older_unresolved_plan_of_its_own_incident_is_found_behind_a_newer_cured_one(
+    service: ExecutorService, store: PlanStore, approvals_dir: Path, clock: Clock
+) -> None:
+    """Two incidents restart nginx at once (web's 503, A; api's, B) and neither cures.
+    B's follow-up (restart app) ends VERIFIED. A's follow-up may still not restart nginx:
+    B's plan, the newer, is excused by its cure, but A's own is behind it and counts."""
+    other = {"unit": "api.service", "health": ["api"]}
+    sent = [proposal("nginx.service"), proposal("nginx.service", None, other)]
+    accepted = [service.handle(s, DIAGNOSE) for s in sent]
+    assert all(isinstance(a, Accept) for a in accepted), accepted
+    first, second = (a.plan_id for a in accepted if isinstance(a, Accept))
+    for plan_id in (first, second):
+        approved(store, approvals_dir, store.load(plan_id), clock())
+    Applier(
+        store,
+        approvals_dir,
+        POLICY,
+        actor="opsbot-executor",
+        now=clock,
+        read_state=unit_in("failed"),
+        run_step=Systemctl(),
+    ).apply_all()
+    clock.advance(11)
+    for a in accepted:
+        assert isinstance(a, Accept)
+        service.handle(report(a.plan_id, a.sha256, "unresolved"), DIAGNOSE)
+        assert store.status(a.plan_id).state is PlanState.UNRESOLVED
+    ran_and_cured(service, store, approvals_dir, clock, proposal("app.service", second, other))
+    again = service.handle(proposal("nginx.service", follows=first), DIAGNOSE)
+    assert isinstance(again, Revise), again
+    assert f"tried before: plan {first}" in again.errors[0].message

@@ -3,6 +3,8 @@ used approvals (a directory only root can enter, never an overwrite, every used 
 moved, only approvals), a forged approval's reason, whether reject removed anything, and
 the rejection root leaves (when, and readable by the executor)."""
 
+import errno
+import hashlib
 import json
 import os
 from datetime import timedelta
@@ -253,6 +255,43 @@ def test_an_approval_of_exactly_the_size_limit_is_read_whole(
     assert checked.approval.plan_id == record.plan_id
     path.write_bytes(_approval_bytes(record, MAX_APPROVAL_BYTES + 1))
     with pytest.raises(ApprovalRefused, match=f"larger than {MAX_APPROVAL_BYTES} bytes"):
+        check_approval(
+            approvals_dir, record, store, NOW, ttl_ceiling_seconds=POLICY.approval_ttl_seconds
+        )
+
+
+def test_an_approval_of_exactly_the_size_limit_is_read_to_its_last_byte(
+    approvals_dir: Path, record: PlanRecord, store: PlanStore
+) -> None:
+    """Padded in front, an approval of exactly MAX_APPROVAL_BYTES ends in its closing
+    brace: read to that byte, and its recorded sha256 is that of the whole file."""
+    path = approval_path(approvals_dir, record.plan_id)
+    data = _approval_bytes(record, 0).strip()
+    path.write_bytes(b" " * (MAX_APPROVAL_BYTES - len(data)) + data)
+    os.chmod(path, 0o644)
+    checked = check_approval(
+        approvals_dir, record, store, NOW, ttl_ceiling_seconds=POLICY.approval_ttl_seconds
+    )
+    assert checked.file_sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_an_approval_that_cannot_be_opened_says_why_not_that_it_is_a_symlink(
+    approvals_dir: Path, record: PlanRecord, store: PlanStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A regular approval whose open fails with EACCES (a non-root reader, a race with
+    `opsbot reject`): refused as "cannot open ...: Permission denied", never called a
+    symlink."""
+    path = approval_path(approvals_dir, record.plan_id)
+    path.write_bytes(_approval_bytes(record, 400))
+    real_open = os.open
+
+    def denied(file: object, flags: int, *args: object) -> int:
+        if str(file).endswith(".approval"):
+            raise PermissionError(errno.EACCES, "Permission denied", str(file))
+        return real_open(file, flags, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", denied)
+    with pytest.raises(ApprovalRefused, match="cannot open .*: Permission denied"):
         check_approval(
             approvals_dir, record, store, NOW, ttl_ceiling_seconds=POLICY.approval_ttl_seconds
         )
