@@ -12,6 +12,7 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyotp
 import pytest
@@ -311,6 +312,42 @@ def test_a_credential_longer_than_the_limit_approves_nothing(b: Bench) -> None:
     refused(b.decide(link.token, b.code()), "internal")
     assert b.state_bytes() == before
     assert not approval_path(b.approvals_dir, a.plan_id).exists()
+
+
+def test_a_huge_credential_is_refused_having_read_no_more_than_the_limit(
+    b: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``totp_alice`` of 1 GiB (sparse): refused for its length having read at most
+    MAX_SECRET_BYTES + 1 bytes of it, never the whole file into the approver's memory."""
+    path = credential(b)
+    path.chmod(0o600)
+    with open(path, "wb") as handle:
+        handle.truncate(1 << 30)
+    path.chmod(0o400)
+    asked: list[int | None] = []
+    real_fdopen = os.fdopen
+
+    class Counted:
+        def __init__(self, handle: Any) -> None:
+            self.handle = handle
+
+        def __enter__(self) -> Counted:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.handle.close()
+
+        def fileno(self) -> int:
+            return int(self.handle.fileno())
+
+        def read(self, size: int | None = -1) -> bytes:
+            asked.append(size)
+            return bytes(self.handle.read(size))
+
+    monkeypatch.setattr(os, "fdopen", lambda fd, *a, **k: Counted(real_fdopen(fd, *a, **k)))
+    with pytest.raises(Refusal, match=f"longer than {totp.MAX_SECRET_BYTES} bytes"):
+        totp.read_secret(path.parent, "alice")
+    assert asked == [totp.MAX_SECRET_BYTES + 1]
 
 
 def test_a_secret_as_long_as_the_limit_works(b: Bench) -> None:
