@@ -101,7 +101,9 @@ def read_entries(matches: list[str], against: Path | None) -> list[dict[str, str
             hint="reading the journal needs root or group systemd-journal",
         )
     entries = []
-    for line in result.stdout.splitlines():
+    # One entry per \n: journalctl prints text raw, and a field may hold U+2028 or
+    # U+2029, which splitlines() would take for line ends and cut the entry in two.
+    for line in result.stdout.split("\n"):
         try:
             raw = json.loads(line)
         except ValueError:

@@ -109,7 +109,11 @@ class Journalctl:
             else:
                 return refused(args, f"Failed to add match '{arg}': Invalid argument")
         shown = [e for e in entries if all(e.get(k) in v for k, v in matches.items())]
-        stdout = "".join(json.dumps({k: printed(v) for k, v in e.items()}) + "\n" for e in shown)
+        # As journalctl prints it: UTF-8 text raw, not escaped.
+        stdout = "".join(
+            json.dumps({k: printed(v) for k, v in e.items()}, ensure_ascii=False) + "\n"
+            for e in shown
+        )
         stdout, truncated = cut(stdout, output_limit)
         return RunResult(args, 0, stdout, "", 0.01, truncated=truncated)
 
@@ -293,7 +297,7 @@ def test_a_journalctl_that_hangs_is_given_up(host: Host) -> None:
     host.journalctl.hangs = True
     with pytest.raises(ConsoleError) as said:
         verify_plan(PLAN, None)
-    assert said.value.message.startswith("journalctl could not read the journal: timed out")
+    assert said.value.message == "journalctl could not read the journal: timed out after 120s"
 
 
 def test_a_plan_whose_only_entry_was_never_sent_has_no_chain(host: Host) -> None:
@@ -315,6 +319,21 @@ def test_a_field_journalctl_prints_as_bytes_is_read_as_the_writers_text(host: Ho
     host.log(host.executor, "step.finished", minutes(1), output="\x1b[31mfailed\x1b[0m")
     assert isinstance(printed(host.journalctl.journal[-1]["OUTPUT"]), list)
     assert verified() == [chain_json("executor", PLAN, 2, 2)]
+
+
+def test_a_line_separator_in_a_field_neither_drops_its_entry_nor_stops_the_read(
+    host: Host,
+) -> None:
+    """journalctl prints U+2028 and U+2029 raw. A step's output holding one, and a
+    stranger's entry about the plan holding one before it: the writer's entries are all
+    read, and the chain is intact."""
+    host.log(host.executor, "plan.accepted", minutes(0))
+    host.journalctl.journal.append(
+        forged(minutes(1), "1000", "session-4.scope", MESSAGE="hello\u2028world")
+    )
+    host.log(host.executor, "step.finished", minutes(2), output="line one\u2029line two")
+    host.log(host.executor, "plan.applied", minutes(3))
+    assert verified() == [chain_json("executor", PLAN, 3, 3)]
 
 
 def test_a_local_users_fields_that_are_not_text_cannot_fail_the_verify(host: Host) -> None:
