@@ -251,7 +251,10 @@ def test_an_older_unresolved_plan_of_its_own_incident_is_found_behind_a_newer_cu
     B's plan, the newer, is excused by its cure, but A's own is behind it and counts."""
     other = {"unit": "api.service", "health": ["api"]}
     sent = [proposal("nginx.service"), proposal("nginx.service", None, other)]
-    accepted = [service.handle(s, DIAGNOSE) for s in sent]
+    accepted = []
+    for s in sent:  # A a second before B: the ids (and the scan) put B after A
+        accepted.append(service.handle(s, DIAGNOSE))
+        clock.advance(1)
     assert all(isinstance(a, Accept) for a in accepted), accepted
     first, second = (a.plan_id for a in accepted if isinstance(a, Accept))
     for plan_id in (first, second):

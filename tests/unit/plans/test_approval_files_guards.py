@@ -17,6 +17,7 @@ from plans import (
     PlanRecord,
     PlanStore,
     approval_path,
+    approvals,
     archive_used,
     check_approval,
     rejection_path,
@@ -309,3 +310,20 @@ def test_only_the_write_bits_of_others_make_an_approval_untrusted(
     os.chmod(path, 0o664)
     with pytest.raises(ApprovalRefused, match="writable by group or others"):
         check_approval(approvals_dir, record, store, NOW, ttl_ceiling_seconds=3600)
+
+
+def test_a_removed_approval_whose_directory_cannot_be_synced_is_still_removed(
+    approvals_dir: Path, record: PlanRecord, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`opsbot reject` removes the approval, then the directory's fsync fails (EIO on a
+    dying disk): the approval is gone all the same and the removal says so; the reject
+    goes on to write its rejection."""
+    path = approval_path(approvals_dir, record.plan_id)
+    path.write_bytes(_approval_bytes(record, 400))
+
+    def eio(directory: Path) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(approvals, "fsync_dir", eio)
+    assert remove_approval(approvals_dir, record.plan_id) is True
+    assert not path.exists()
