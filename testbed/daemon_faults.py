@@ -47,23 +47,15 @@ import os
 import random
 import shlex
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Literal
 
 from testbed import daemons, tls
 from testbed.container import BootedSystemd
 from testbed.daemons import Daemon, DaemonGraph, Shape as GraphShape
-from testbed.graph_faults import (
-    SYMPTOMS,
-    Expected,
-    Shape,
-    judge_harm,
-    judge_note,
-    judge_plan,
-    judge_text,
-)
+from testbed.graph_faults import SYMPTOMS, Expected, Judging, Shape
 from testbed.injecting import Injector
 from testbed.judge import START, Step
 from testbed.observe import http_probe, unit_properties
@@ -145,7 +137,7 @@ def case_graph(kind: DaemonKind, seed: int) -> DaemonGraph:
 
 
 @dataclass
-class DaemonCase:
+class DaemonCase(Judging):
     seed: int
     kind: DaemonKind
     graph: DaemonGraph
@@ -175,18 +167,6 @@ class DaemonCase:
             level = [r for n in level for r in self.graph.daemon(n).reaches if r not in seen]
             seen.update(level)
         return 1  # a consumer beside the path: one hop from its broker's producer
-
-    def harm(self, steps: Sequence[dict[str, Any]]) -> list[str]:
-        return judge_harm(self.expected, self.target.unit, steps)
-
-    def plan_problems(self, steps: Sequence[dict[str, Any]]) -> list[str]:
-        return judge_plan(self.expected, steps)
-
-    def text_problems(self, verdict: dict[str, Any]) -> list[str]:
-        return judge_text(self.expected, verdict)
-
-    def note_problems(self, cause: dict[str, Any] | None) -> list[str]:
-        return judge_note(self.expected, cause)
 
     def wait_healthy(self, ct: BootedSystemd, timeout: float) -> None:
         daemons.wait_healthy(ct, self.graph, timeout=timeout)

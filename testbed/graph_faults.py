@@ -158,8 +158,31 @@ class Expected:
     names: str = ""
 
 
+class Judging:
+    """The judge of a case, the same for every suite's (judge_*): its ``expected``
+    answer, and the unit its fault is in (``target_unit``)."""
+
+    expected: Expected
+
+    @property
+    def target_unit(self) -> str:
+        raise NotImplementedError
+
+    def harm(self, steps: Sequence[dict[str, Any]]) -> list[str]:
+        return judge_harm(self.expected, self.target_unit, steps)
+
+    def plan_problems(self, steps: Sequence[dict[str, Any]]) -> list[str]:
+        return judge_plan(self.expected, steps)
+
+    def text_problems(self, verdict: dict[str, Any]) -> list[str]:
+        return judge_text(self.expected, verdict)
+
+    def note_problems(self, cause: dict[str, Any] | None) -> list[str]:
+        return judge_note(self.expected, cause)
+
+
 @dataclass
-class Case:
+class Case(Judging):
     seed: int
     kind: Kind
     base: Kind  # what the fault is when kind is "injected"
@@ -181,20 +204,6 @@ class Case:
     @property
     def target_unit(self) -> str:
         return self.target.unit
-
-    # -- the judge (judge_*: the same for every suite's cases) -----------------------------
-
-    def harm(self, steps: Sequence[dict[str, Any]]) -> list[str]:
-        return judge_harm(self.expected, self.target.unit, steps)
-
-    def plan_problems(self, steps: Sequence[dict[str, Any]]) -> list[str]:
-        return judge_plan(self.expected, steps)
-
-    def text_problems(self, verdict: dict[str, Any]) -> list[str]:
-        return judge_text(self.expected, verdict)
-
-    def note_problems(self, cause: dict[str, Any] | None) -> list[str]:
-        return judge_note(self.expected, cause)
 
     def wait_healthy(self, ct: BootedSystemd, timeout: float) -> None:
         wait_healthy(ct, self.graph, timeout=timeout)

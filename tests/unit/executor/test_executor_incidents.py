@@ -38,13 +38,8 @@ def proposal(
     return SubmitPlan(plan=plan.model_dump(mode="json", exclude_none=True), run_id="r", symptom="")
 
 
-def ran_and_did_not_cure(
-    service: ExecutorService, store: PlanStore, approvals_dir: Path, clock: Clock, sent: SubmitPlan
-) -> str:
-    """``sent`` accepted, approved, applied, and reported UNRESOLVED: its id."""
-    accepted = service.handle(sent, DIAGNOSE)
-    assert isinstance(accepted, Accept), accepted
-    approved(store, approvals_dir, store.load(accepted.plan_id), clock())
+def apply_all(store: PlanStore, approvals_dir: Path, clock: Clock) -> None:
+    """The apply unit's run: every approved plan's steps, each unit found failed."""
     Applier(
         store,
         approvals_dir,
@@ -54,6 +49,16 @@ def ran_and_did_not_cure(
         read_state=unit_in("failed"),
         run_step=Systemctl(),
     ).apply_all()
+
+
+def ran_and_did_not_cure(
+    service: ExecutorService, store: PlanStore, approvals_dir: Path, clock: Clock, sent: SubmitPlan
+) -> str:
+    """``sent`` accepted, approved, applied, and reported UNRESOLVED: its id."""
+    accepted = service.handle(sent, DIAGNOSE)
+    assert isinstance(accepted, Accept), accepted
+    approved(store, approvals_dir, store.load(accepted.plan_id), clock())
+    apply_all(store, approvals_dir, clock)
     clock.advance(11)
     service.handle(report(accepted.plan_id, accepted.sha256, "unresolved"), DIAGNOSE)
     assert store.status(accepted.plan_id).state is PlanState.UNRESOLVED
@@ -140,15 +145,7 @@ def ran_and_cured(
     accepted = service.handle(sent, DIAGNOSE)
     assert isinstance(accepted, Accept), accepted
     approved(store, approvals_dir, store.load(accepted.plan_id), clock())
-    Applier(
-        store,
-        approvals_dir,
-        POLICY,
-        actor="opsbot-executor",
-        now=clock,
-        read_state=unit_in("failed"),
-        run_step=Systemctl(),
-    ).apply_all()
+    apply_all(store, approvals_dir, clock)
     clock.advance(11)
     symptom = store.verified_plan(store.load(accepted.plan_id)).symptom
     verdict = report(accepted.plan_id, accepted.sha256, "verified").model_copy(
@@ -259,15 +256,7 @@ def test_an_older_unresolved_plan_of_its_own_incident_is_found_behind_a_newer_cu
     first, second = (a.plan_id for a in accepted if isinstance(a, Accept))
     for plan_id in (first, second):
         approved(store, approvals_dir, store.load(plan_id), clock())
-    Applier(
-        store,
-        approvals_dir,
-        POLICY,
-        actor="opsbot-executor",
-        now=clock,
-        read_state=unit_in("failed"),
-        run_step=Systemctl(),
-    ).apply_all()
+    apply_all(store, approvals_dir, clock)
     clock.advance(11)
     for a in accepted:
         assert isinstance(a, Accept)
