@@ -30,6 +30,7 @@ from plans import (
     systemd_analyze,
     utcnow,
 )
+from plans.readings import Reading, read_units
 from plans.road import Road, StartApply, WindowApply
 from shared_schema import ExecutorPolicy, OpsbotConfig, Plan
 from shared_schema.approver_socket import PlanView
@@ -57,6 +58,8 @@ class Desk:
     #: Before an approval: whether an apply runs now (plans.apply_running).
     apply_busy: Callable[[], bool] = apply_running
     read_state: ReadState = live_state
+    #: Before a rule approves: root's reading of the plan's units (plans.readings).
+    read_units: Callable[[list[str]], Reading] | None = None
     #: systemd-analyze calendar, for the apply windows (plans.windows).
     analyze: Analyzer = systemd_analyze
     host: str = field(default_factory=socket.gethostname)
@@ -68,6 +71,13 @@ class Desk:
     @property
     def policy(self) -> ExecutorPolicy:
         return self.config.executor
+
+    def reading(self, units: list[str]) -> Reading:
+        """Root's reading of ``units`` now: systemd's word, and their own health targets
+        probed (``[diagnose.health]``, root's config)."""
+        if self.read_units is not None:
+            return self.read_units(units)
+        return read_units(units, self.config.diagnose.health)
 
     @property
     def road(self) -> Road:

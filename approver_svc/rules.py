@@ -27,6 +27,7 @@ from approver_svc.desk import Desk
 from approver_svc.state import ApproverState
 from approver_svc.view import plan_brief
 from plans import PlanError, Request, Rule, new_plan_id, plan_expiry, rejection_reason
+from plans.readings import Reading
 from plans.standing import (
     ForHumans,
     RuleApproves,
@@ -152,6 +153,15 @@ def _decide(
         }
         return UnitHistory(told.in_flight, told.last_ran, by_rule)
 
+    read: list[Reading] = []
+
+    def reading() -> Reading:
+        """Root's reading of the plan's units, made once for both asks, and only when a
+        rule's other checks hold."""
+        if not read:
+            read.append(desk.reading(plan.units()))
+        return read[0]
+
     ask = functools.partial(
         decide,
         plan,
@@ -160,6 +170,7 @@ def _decide(
         history=history,
         recent=recent_errors(store, desk.policy, now),
         now=now,
+        reading=reading,
         analyze=desk.analyze,
     )
     enforcing = ask([rule for rule in rules if rule.mode == "enforce"])
@@ -171,6 +182,8 @@ def _decide(
         for refusal in answer.refused
     ][:MAX_REFUSED]
     shadow = shadowing.rule if isinstance(shadowing, RuleApproves) else None
+    if read:
+        seen["read"] = [_line(read[0].of(unit).words()) for unit in plan.units()[:MAX_UNITS]]
     if isinstance(enforcing, RuleApproves):
         rule = enforcing.rule
         # Made before the approval is written: a record that cannot be made approves nothing.

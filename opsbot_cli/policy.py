@@ -170,6 +170,7 @@ def run_check(args: argparse.Namespace, paths: Paths) -> int:
 
 def run_test(args: argparse.Namespace, paths: Paths, plan_id: str) -> int:
     from plans import PlanStore, utcnow
+    from plans.readings import read_units
     from plans.standing import ForHumans, decide, recent_errors, unit_history
 
     config = load_config(paths.config)
@@ -186,6 +187,7 @@ def run_test(args: argparse.Namespace, paths: Paths, plan_id: str) -> int:
         history=lambda unit: unit_history(store, unit, skip=plan_id),
         recent=recent_errors(store, config.executor, now),
         now=now,
+        reading=lambda: read_units(plan.units(), config.diagnose.health),
     )
     refused = decision.refused if isinstance(decision, ForHumans) else ()
     rule = None if isinstance(decision, ForHumans) else decision.rule

@@ -9,8 +9,7 @@ A rule approves a plan only when every one of these holds, asked in this order:
    that tool as the config stands now (a rule never reaches past the allowlist), and the
    step has a precondition (``expect``: the state diagnosis saw, which the executor checks
    live before it runs, so an unattended step never acts on a unit that changed since);
-4. the plan's cause (systemd's Result= of its symptom unit) is one the rule names, if
-   it names any; one of the rule's windows is open now (a rule without windows: any time), and the
+4. one of the rule's windows is open now (a rule without windows: any time), and the
    executor's apply windows are (a rule's approval is for an apply now);
 5. opsbot's recent plans allow the steps (plans.verification.history_errors: the
    restart budget, and never the very steps of a plan that ended UNRESOLVED);
@@ -18,8 +17,13 @@ A rule approves a plan only when every one of these holds, asked in this order:
    not yet judged), and the newest that ran ended VERIFIED (or none ran). An UNRESOLVED,
    FAILED or INTERRUPTED one suspends every rule for that unit until a later plan, which
    a human approves, ends VERIFIED;
-7. the rule approved fewer than ``max_per_unit`` plans of each unit within its
-   ``period``.
+7. the rules together approved fewer than the rule's ``max_per_unit`` plans of each unit
+   within its ``period``: the budget is the unit's, shared by every rule that reaches it
+   (two rules do not give it twice the restarts; a renamed rule does not reset it);
+8. root's own reading of each step's unit, now (plans.readings), never the plan's words:
+   the unit shows a failure (systemd says it failed, or one of its own health targets
+   fails as root probes it), and, where the rule names ``causes``, its Result= as
+   systemd says it now is one of them.
 
 The first rule that approves decides (:class:`RuleApproves`); otherwise the plan is for
 humans (:class:`ForHumans`), with each rule's first reason. A rule's ``mode`` does not
@@ -35,6 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from plans.errors import PlanError
+from plans.readings import Reading
 from plans.records import PlanRecord, StatusRecord
 from plans.store import PlanStore
 from plans.verification import history_errors
@@ -83,9 +88,9 @@ class UnitHistory:
     last_ran: tuple[str, PlanState] | None
     by_rule: dict[str, tuple[datetime, ...]] = field(default_factory=dict)
 
-    def approvals(self, rule: str, since: datetime) -> int:
-        """How many plans of the unit ``rule`` approved since ``since``."""
-        return sum(1 for at in self.by_rule.get(rule, ()) if at >= since)
+    def approvals(self, since: datetime) -> int:
+        """How many plans of the unit the rules, any of them, approved since ``since``."""
+        return sum(1 for ats in self.by_rule.values() for at in ats if at >= since)
 
 
 @dataclass
@@ -194,16 +199,20 @@ def decide(
     history: Callable[[str], UnitHistory],
     recent: Callable[[Plan], list[str]],
     now: datetime,
+    reading: Callable[[], Reading],
     analyze: Analyzer = systemd_analyze,
 ) -> Decision:
     """The first of ``rules`` that approves ``plan`` (in ``state``), or why none does.
     ``history`` reads a unit's history (:func:`unit_history`), ``recent`` says what
-    opsbot's recent plans forbid the plan (:func:`recent_errors`)."""
+    opsbot's recent plans forbid the plan (:func:`recent_errors`), ``reading`` is root's
+    reading of the plan's units (plans.readings.read_units; asked at most once, and only
+    when every other check holds: it may probe)."""
     if not rules:
         return ForHumans(())
     refused = []
+    read = _once(reading)
     for rule in rules:
-        reason = _refusal(plan, state, rule, policy, history, recent, now, analyze)
+        reason = _refusal(plan, state, rule, policy, history, recent, now, read, analyze)
         if reason is None:
             return RuleApproves(rule)
         refused.append(Refused(rule.name, reason))
@@ -218,6 +227,7 @@ def _refusal(
     history: Callable[[str], UnitHistory],
     recent: Callable[[Plan], list[str]],
     now: datetime,
+    reading: Callable[[], Reading],
     analyze: Analyzer,
 ) -> str | None:
     if state is not PlanState.PROPOSED:
@@ -235,11 +245,6 @@ def _refusal(
             # Unattended, a step runs only against the state diagnosis saw: the executor
             # checks its precondition live (a unit back by itself meanwhile: STALE).
             return f"its step on {unit} has no precondition (expect) to check before it runs"
-    if rule.causes:
-        result = plan.symptom.result if plan.symptom else None
-        if result not in rule.causes:
-            said = f"Result={result}" if result else "no Result= read by diagnosis"
-            return f"its cause ({said}) is not one of its causes ({', '.join(rule.causes)})"
     if rule.windows and not window_state(rule.windows, now, analyze=analyze).open:
         return "none of its windows is open now"
     if policy.apply_window and not window_state(policy.apply_window, now, analyze=analyze).open:
@@ -262,13 +267,39 @@ def _refusal(
                 f"the last plan that ran on {unit}, {plan_id}, ended {ended}: rules are "
                 "suspended for it until a plan a human approves ends VERIFIED"
             )
-        count = past.approvals(rule.name, since)
+        count = past.approvals(since)
         if count >= rule.max_per_unit:
             return (
-                f"it approved {count} plans of {unit} in the last {rule.period} "
-                f"(max_per_unit {rule.max_per_unit})"
+                f"the rules approved {count} plans of {unit} in the last {rule.period} "
+                f"(max_per_unit {rule.max_per_unit}, shared by every rule)"
+            )
+    read = reading()
+    for unit in plan.units():
+        seen = read.of(unit)
+        if not seen.shows_failure:
+            return (
+                f"root reads no failure of {unit} now ({seen.words()}): the plan's own "
+                "words are not evidence; it waits for a human"
+            )
+        if rule.causes and seen.result not in rule.causes:
+            said = f"Result={seen.result}" if seen.result else "no Result= read"
+            return (
+                f"{unit}'s cause as root reads it ({said}) is not one of its causes "
+                f"({', '.join(rule.causes)})"
             )
     return None
+
+
+def _once(reading: Callable[[], Reading]) -> Callable[[], Reading]:
+    """``reading``, read the first time it is asked for and kept."""
+    kept: list[Reading] = []
+
+    def read() -> Reading:
+        if not kept:
+            kept.append(reading())
+        return kept[0]
+
+    return read
 
 
 def recent_errors(

@@ -283,6 +283,9 @@ class RuleDecision(Model):
     shadow_rule: Annotated[str, Field(max_length=48)] = ""
     #: Each rule that did not approve it, with its first reason ("rule: reason").
     refused: Annotated[list[Line], Field(max_length=64)] = []
+    #: What root read of each unit when a rule was asked (plans.readings), where it read:
+    #: the facts a rule acted on, never the plan's words.
+    read: Annotated[list[Line], Field(max_length=64)] = []
     #: The approvers were told of it (announce), for an approved one.
     told: bool = False
 

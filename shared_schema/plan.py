@@ -152,7 +152,8 @@ class Symptom(Model):
     #: systemd's Result= of ``unit`` when diagnosis first read it (``signal``: killed;
     #: ``oom-kill``, ``exit-code``, ``core-dump``, ``timeout``, ``watchdog``,
     #: ``start-limit-hit``...): the kind of cause, in systemd's words, not the model's.
-    #: A standing rule may narrow by it (``causes``). Absent where it was not read.
+    #: Shown to the approver; a standing rule never trusts it (it reads Result= itself:
+    #: plans.readings). Absent where it was not read.
     result: SystemdResult | None = None
 
 

@@ -9,10 +9,14 @@ A rule names exactly what it may approve, and nothing is implied:
 - ``units``: exact unit names or shell globs (``worker@*.service``) that end in a unit
   suffix; a plan's unit must also be in ``[executor.allow]`` for that tool when the rule
   is asked, so a rule never reaches past the allowlist.
-- ``causes``: systemd's Result= of the plan's symptom unit when diagnosed (``signal``,
-  ``oom-kill``...), to narrow by; none: any.
+- ``causes``: systemd's Result= of each step's unit as root reads it when the rule is
+  asked (``signal``, ``oom-kill``...), to narrow by; none: any.
 - ``windows``: when it may approve (the apply windows' syntax; none: any time).
-- ``max_per_unit`` approvals of one unit within ``period`` at most.
+- ``max_per_unit`` approvals of one unit within ``period`` at most, counting every rule's
+  (a unit's budget is shared by the rules that reach it).
+
+Whatever it names, a rule approves only a fix of units root reads failing itself
+(plans.readings), never on the plan's own words.
 - ``mode``: ``shadow`` (the default: root's approver only records what it would
   approve, for ``opsbot policy report``); ``enforce``: it writes the approval.
 
@@ -80,10 +84,9 @@ class ApproveRule(Model):
     mode: Literal["shadow", "enforce"] = "shadow"
     tools: Annotated[list[RuleTool], Field(min_length=1, max_length=len(WRITE_TOOLS))]
     units: Annotated[list[UnitPattern], Field(min_length=1, max_length=64)]
-    #: Only plans whose symptom's unit ended so (systemd's Result= as diagnosis read it:
-    #: ``signal`` for killed, ``oom-kill``, ``exit-code``...); none: any. A narrowing
-    #: only: what diagnosis read is evidence, so the tools, units, windows and limits
-    #: must be safe without it.
+    #: Only plans whose every unit ended so, as root reads it when asked (systemd's
+    #: Result=: ``signal`` for killed, ``oom-kill``, ``exit-code``...); none: any. A
+    #: narrowing only: the tools, units, windows and limits must be safe without it.
     causes: Annotated[list[SystemdResult], Field(max_length=len(SYSTEMD_RESULTS))] = []
     windows: Annotated[list[ApplyWindow], Field(max_length=16)] = []
     max_per_unit: Annotated[int, Field(ge=1, le=20)] = 3

@@ -6,23 +6,18 @@ this service reach anything the operator did not list. Redirects are not followe
 
 from __future__ import annotations
 
-import functools
-import ssl
-import time
-from typing import Annotated, Any, Literal
+from typing import Annotated
 
-import httpx
 from pydantic import Field
 
 from diagnose_svc.errors import ToolError
 from diagnose_svc.limits import HEALTH_BODY_LIMIT, HEALTH_BODY_READ_BYTES
 from diagnose_svc.tools._registry import ToolArgs, ToolContext, ToolOutput, read_tool
+from shared_io import health
+from shared_io.health import Outcome
 from shared_schema import HealthTarget
 
-USER_AGENT = "opsbot-diagnose/1"
 GATEWAY_STATUSES = (502, 503, 504)
-
-Outcome = Literal["ok", "unexpected_status", "timeout", "connection_refused", "connection_error"]
 
 
 class HealthArgs(ToolArgs):
@@ -78,66 +73,22 @@ def _known(targets: dict[str, HealthTarget]) -> str:
     )
 
 
-def _refused(exc: BaseException) -> bool:
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, ConnectionRefusedError) or "Connection refused" in str(seen):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
-@functools.cache
-def _client() -> httpx.Client:
-    """The one HTTP client of this process, its TLS context loaded once (the CA store
-    and a client for each probe cost more than the probe of a local endpoint). No
-    connection is kept between probes: each probe opens its own, as a user's would."""
-    return httpx.Client(
-        follow_redirects=False,
-        trust_env=False,
-        verify=ssl.create_default_context(),
-        headers={"User-Agent": USER_AGENT},
-        limits=httpx.Limits(max_keepalive_connections=0),
-    )
-
-
 def probe(name: str, target: HealthTarget) -> HealthResult:
-    """GET ``target.url`` once, with the target's timeout, and describe what happened."""
-    url = str(target.url)
-
-    def result(outcome: Outcome, **found: Any) -> HealthResult:
-        return HealthResult(
-            target=name,
-            url=url,
-            unit=target.unit,
-            expected_status=target.expect_status,
-            outcome=outcome,
-            **found,
-        )
-
-    started = time.monotonic()
-    try:
-        with _client().stream("GET", url, timeout=target.timeout_seconds) as response:
-            body = b""
-            for chunk in response.iter_bytes():
-                body += chunk
-                if len(body) >= HEALTH_BODY_READ_BYTES:
-                    break
-            latency = round((time.monotonic() - started) * 1000)
-            ok = response.status_code == target.expect_status
-            return result(
-                "ok" if ok else "unexpected_status",
-                status=response.status_code,
-                latency_ms=latency,
-                body_excerpt=body.decode("utf-8", errors="replace")[:HEALTH_BODY_LIMIT],
-                location=response.headers.get("location"),
-            )
-    except httpx.TimeoutException as exc:
-        waited = f"no answer within {target.timeout_seconds:g} s ({type(exc).__name__})"
-        return result("timeout", error=waited)
-    except httpx.TransportError as exc:
-        outcome: Outcome = "connection_refused" if _refused(exc) else "connection_error"
-        return result(outcome, error=f"{type(exc).__name__}: {exc}"[:300])
+    """GET ``target.url`` once, with the target's timeout, and describe what happened
+    (shared_io.health: the one probe)."""
+    got = health.probe(target, HEALTH_BODY_READ_BYTES)
+    return HealthResult(
+        target=name,
+        url=str(target.url),
+        unit=target.unit,
+        expected_status=target.expect_status,
+        outcome=got.outcome,
+        status=got.status,
+        latency_ms=got.latency_ms,
+        body_excerpt=got.body.decode("utf-8", errors="replace")[:HEALTH_BODY_LIMIT],
+        location=got.location,
+        error=got.error,
+    )
 
 
 @read_tool(HealthArgs)

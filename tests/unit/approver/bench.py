@@ -43,7 +43,7 @@ from shared_schema.approver_socket import (
     parse_approver_reply,
 )
 from shared_schema.config import ApproverSettings
-from tests.unit.plans.helpers import NOW, POLICY, Clock, submitted
+from tests.unit.plans.helpers import NOW, POLICY, Clock, root_reads_failed, submitted
 
 SECRETS = {"alice": pyotp.random_base32(), "bob": pyotp.random_base32()}
 ME = pwd.getpwuid(os.getuid()).pw_name
@@ -229,6 +229,7 @@ def bench(
         witness=witness,
         apply_busy=lambda: False,
         read_state=lambda unit: f"{unit} is failed/failed (load: loaded)",
+        read_units=root_reads_failed,
         host="testhost",
         analyze=analyze or no_calendar,
     )

@@ -14,8 +14,9 @@ import pytest
 
 from approver_svc import state as approver_state
 from plans import PlanRecord, PlanStore, approval_path
+from plans.readings import Reading, UnitReading
 from plans.records import StatusRecord, Transition
-from shared_schema import OpsbotConfig, PlanState
+from shared_schema import OpsbotConfig, Plan, PlanState
 from shared_schema.approver_socket import (
     ApplyRules,
     PolicyReport,
@@ -27,7 +28,15 @@ from shared_schema.approver_socket import (
 )
 from shared_schema.config import ApproverSettings
 from tests.unit.approver.bench import Bench, bench
-from tests.unit.plans.helpers import NOW, POLICY, edit_record, plan_of, step, submitted
+from tests.unit.plans.helpers import (
+    NOW,
+    POLICY,
+    edit_record,
+    plan_of,
+    root_reads_failed,
+    step,
+    submitted,
+)
 
 pytestmark = pytest.mark.skipif(
     __import__("os").geteuid() != 0, reason="root's requests: the test must run as root"
@@ -500,3 +509,34 @@ def test_a_plan_stored_while_the_trigger_runs_is_decided_in_that_run(enforcing: 
     assert trigger.apply_rules(b.root_socket, sleep=meanwhile) == 0
     for record in (first, later[0]):
         assert b.store.status(record.plan_id).state is PlanState.APPROVED
+
+
+def test_a_rule_restarts_only_what_root_reads_failing_and_records_what_it_read(
+    enforcing: Bench,
+) -> None:
+    """The diagnose user submits a restart of nginx.service, which runs, with a
+    precondition that holds and a symptom that says it was killed. Root's approver reads
+    it active/running with nothing of its own failing: no approval is written and the plan
+    waits for a human; the record says what root read. Once root reads it failed, the
+    rule approves, and the record says that too."""
+    b = enforcing
+    running = {"active_state": ["active"]}
+    bait = plan_of(step("restart_unit", "nginx.service", expect=running), goal="bait")
+    claimed = {"unit": "nginx.service", "result": "signal"}
+    bait = Plan.model_validate({**bait.model_dump(exclude_none=True), "symptom": claimed})
+    healthy = UnitReading("nginx.service", "active", "running", "success")
+    b.service.read_units = lambda units: Reading({"nginx.service": healthy})
+    record = b.submit(submitted(b.store, bait, b.clock()))
+    [decided] = rules(b).decided
+    assert decided.outcome == "for humans"
+    assert decided.read == [
+        "nginx.service is active/running (Result=success), no health target of its own"
+    ]
+    assert "root reads no failure of nginx.service now" in decided.refused[0]
+    assert not approval_path(b.approvals_dir, record.plan_id).exists()
+    assert b.store.status(record.plan_id).state is PlanState.PROPOSED
+    b.service.read_units = root_reads_failed
+    again = submit(b, "nginx.service")
+    [approved] = rules(b).decided
+    assert (approved.plan_id, approved.outcome) == (again.plan_id, "approved")
+    assert approved.read == ["nginx.service is failed/failed (Result=exit-code)"]

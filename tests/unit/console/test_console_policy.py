@@ -14,7 +14,7 @@ from opsbot_cli.say import unfold
 from plans import PlanStore, utcnow
 from plans.records import StatusRecord, Transition
 from shared_schema import PlanState
-from tests.unit.plans.helpers import plan_of, step, submitted
+from tests.unit.plans.helpers import plan_of, step, submitted, systemd_says_failed
 
 CONFIG = """\
 [executor.allow]
@@ -45,6 +45,8 @@ def env(
     monkeypatch.setenv("OPSBOT_APPROVALS_DIR", str(approvals_dir))
     monkeypatch.setenv("OPSBOT_CONFIG", str(config))
     monkeypatch.setenv("OPSBOT_NO_JOURNAL", "1")
+    # Root's reading of the plan's units (plans.readings): each failed.
+    monkeypatch.setattr("plans.readings._show", systemd_says_failed)
     return config
 
 

@@ -3,7 +3,7 @@
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -11,8 +11,9 @@ from typing import Any
 
 from executor_svc.apply import Applier
 from plans import Outcome, PlanRecord, PlanStore, Provenance, dry_run, transition, write_approval
+from plans.readings import Reading, read_units
 from shared_io.run import RunResult
-from shared_io.unit_show import UnitState
+from shared_io.unit_show import UnitProperties, UnitState
 from shared_schema import ExecutorPolicy, Plan, PlanState
 
 NOW = datetime(2026, 11, 29, 21, 35, tzinfo=UTC)
@@ -149,3 +150,15 @@ def dry_run_of(applier: Applier) -> list[Outcome]:
         now=applier.now(),
         read_state=applier.read_state,
     )
+
+
+def systemd_says_failed(units: Sequence[str], properties: Sequence[str]) -> list[UnitProperties]:
+    """``systemctl show`` as root's reading asks it (plans.readings), on a host where every
+    unit asked about failed with Result=exit-code."""
+    said = {"LoadState": "loaded", "ActiveState": "failed", "SubState": "failed"}
+    return [UnitProperties(unit, {**said, "Result": "exit-code"}) for unit in units]
+
+
+def root_reads_failed(units: Sequence[str]) -> Reading:
+    """Root's reading (plans.readings) of ``units``, each failed: what lets a rule act."""
+    return read_units(units, {}, read=systemd_says_failed)

@@ -5,12 +5,14 @@ hold; otherwise the plan waits for a human, with each rule's reason."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pytest
 from pydantic import ValidationError
 
 from plans import PlanStore
+from plans.readings import Reading, TargetReading, UnitReading
 from plans.records import StatusRecord, Transition
 from plans.standing import ForHumans, RuleApproves, decide, recent_errors, unit_history
 from shared_schema import ExecutorPolicy, OpsbotConfig, Plan, PlanState, StepRecord
@@ -20,6 +22,15 @@ from tests.unit.plans.helpers import NOW, POLICY, plan_of, step, submitted
 #: The precondition diagnosis writes for a unit it found failed (a rule needs one).
 DOWN = {"active_state": ["failed"]}
 NIGHT = ApproveRule(name="night-restarts", tools=["restart_unit"], units=["worker@*.service"])
+#: Root's reading of a unit systemd says was killed: a failure root sees itself.
+KILLED = UnitReading("worker@1.service", "failed", "failed", "signal")
+
+
+def root_reads(*units: UnitReading) -> Reading:
+    return Reading({unit.unit: unit for unit in units})
+
+
+READS_KILLED = root_reads(KILLED)
 
 
 def ask(
@@ -29,6 +40,7 @@ def ask(
     state: PlanState = PlanState.PROPOSED,
     policy: ExecutorPolicy = POLICY,
     now: datetime = NOW,
+    read: Reading = READS_KILLED,
 ) -> RuleApproves | ForHumans:
     return decide(
         plan,
@@ -38,6 +50,7 @@ def ask(
         history=lambda unit: unit_history(store, unit),
         recent=recent_errors(store, policy, now),
         now=now,
+        reading=lambda: read,
         analyze=_calendar,
     )
 
@@ -154,10 +167,22 @@ def test_a_rule_stops_at_its_limit(store: PlanStore) -> None:
     assert ask(store, WORKER) == RuleApproves(NIGHT)
     approved_by_rule(store, NIGHT, NOW - timedelta(hours=1))
     assert reasons(ask(store, WORKER)) == [
-        "it approved 3 plans of worker@1.service in the last 24h (max_per_unit 3)"
+        "the rules approved 3 plans of worker@1.service in the last 24h "
+        "(max_per_unit 3, shared by every rule)"
     ]
-    other = ApproveRule(name="other", tools=["restart_unit"], units=["worker@1.service"])
-    assert ask(store, WORKER, other) == RuleApproves(other)  # each rule its own count
+
+
+def test_two_rules_that_reach_one_unit_share_its_budget(store: PlanStore) -> None:
+    """A second rule reaching worker@1, or the first renamed, does not give the unit more
+    unattended restarts: the rules approved 3 in 24 h, and each of them now refuses."""
+    first = ApproveRule(name="first", tools=["restart_unit"], units=["worker@1.service"])
+    other = ApproveRule(name="other", tools=["restart_unit"], units=["worker@*.service"])
+    for hours in (20, 10):
+        approved_by_rule(store, first, NOW - timedelta(hours=hours))
+    approved_by_rule(store, other, NOW - timedelta(hours=5))
+    decision = ask(store, WORKER, first, other)
+    assert [r.rule for r in decision.refused] == ["first", "other"]  # type: ignore[union-attr]
+    assert all("approved 3 plans" in reason for reason in reasons(decision))
 
 
 def approved_by_rule(store: PlanStore, rule: ApproveRule, at: datetime) -> None:
@@ -231,6 +256,7 @@ def test_without_rules_every_plan_is_a_humans(store: PlanStore) -> None:
         history=lambda unit: unit_history(store, unit),
         recent=lambda plan: [],
         now=NOW,
+        reading=lambda: READS_KILLED,
     ) == ForHumans(())
 
 
@@ -344,24 +370,61 @@ def test_a_damaged_plan_of_another_unit_keeps_only_that_unit_back(store: PlanSto
     assert "history cannot be read" in reason and past in reason
 
 
-def test_a_rule_narrowed_to_kills_approves_only_a_plan_whose_unit_was_killed(
+def test_a_rule_narrowed_to_kills_approves_only_a_unit_root_reads_killed(
     store: PlanStore,
 ) -> None:
-    """causes = ["signal"]: a restart of worker@1 whose diagnosis read Result=signal is
-    approved; one read as exit-code, or one with no Result= read, waits for a human."""
+    """causes = ["signal"]: a restart of worker@1 is approved where root reads its
+    Result=signal now; where root reads exit-code it waits for a human, whatever Result=
+    the plan's symptom claims (the proposer's words)."""
     kills = ApproveRule.model_validate({**NIGHT.model_dump(), "causes": ["signal"]})
-
-    def restart(result: str | None) -> Plan:
-        symptom = {"unit": "worker@1.service", **({"result": result} if result else {})}
-        return Plan.model_validate({**WORKER.model_dump(exclude_none=True), "symptom": symptom})
-
-    assert ask(store, restart("signal"), kills) == RuleApproves(kills)
-    assert reasons(ask(store, restart("exit-code"), kills)) == [
-        "its cause (Result=exit-code) is not one of its causes (signal)"
+    claimed = {"unit": "worker@1.service", "result": "signal"}
+    says_killed = Plan.model_validate({**WORKER.model_dump(exclude_none=True), "symptom": claimed})
+    assert ask(store, says_killed, kills) == RuleApproves(kills)
+    exited = UnitReading("worker@1.service", "failed", "failed", "exit-code")
+    assert reasons(ask(store, says_killed, kills, read=root_reads(exited))) == [
+        "worker@1.service's cause as root reads it (Result=exit-code) is not one of its "
+        "causes (signal)"
     ]
-    assert reasons(ask(store, restart(None), kills)) == [
-        "its cause (no Result= read by diagnosis) is not one of its causes (signal)"
-    ]
+
+
+def test_a_healthy_unit_is_not_a_rules_to_restart_whatever_the_plan_says(
+    store: PlanStore,
+) -> None:
+    """The attack: the diagnose user proposes a restart of a worker that runs, with a
+    precondition that holds (active) and a symptom that says it was killed. Root reads it
+    active/running with no health target of its own: the plan waits for a human. Root's
+    probe of the worker's own target failing is what lets a rule restart a running one."""
+    running = {"active_state": ["active"]}
+    bait = plan_of(step("restart_unit", "worker@1.service", expect=running), goal="bait")
+    bait = Plan.model_validate(
+        {
+            **bait.model_dump(exclude_none=True),
+            "symptom": {"unit": "worker@1.service", "result": "signal"},
+        }
+    )
+    healthy = UnitReading("worker@1.service", "active", "running", "success")
+    [reason] = reasons(ask(store, bait, read=root_reads(healthy)))
+    assert reason.startswith("root reads no failure of worker@1.service now")
+    assert "active/running" in reason and "no health target of its own" in reason
+    answering = replace(healthy, targets=(TargetReading("worker", "ok"),))
+    assert reasons(ask(store, bait, read=root_reads(answering)))[0].startswith("root reads no")
+    failing = replace(healthy, targets=(TargetReading("worker", "unexpected_status"),))
+    assert ask(store, bait, read=root_reads(failing)) == RuleApproves(NIGHT)
+    unreachable = replace(healthy, targets=(TargetReading("worker", "connection_error", "EPERM"),))
+    assert reasons(ask(store, bait, read=root_reads(unreachable)))[0].startswith("root reads no")
+
+
+def test_a_unit_systemd_cannot_say_or_that_stopped_cleanly_waits_for_a_human(
+    store: PlanStore,
+) -> None:
+    """Root could not read the unit, or reads it stopped with Result=success (an operator
+    stopped it): neither is a failure root sees."""
+    unknown = UnitReading("worker@1.service", error="cannot read the state")
+    stopped = UnitReading("worker@1.service", "inactive", "dead", "success")
+    for read in (unknown, stopped):
+        assert reasons(ask(store, WORKER, read=root_reads(read)))[0].startswith("root reads no")
+    restarting = UnitReading("worker@1.service", "activating", "auto-restart", "exit-code")
+    assert ask(store, WORKER, read=root_reads(restarting)) == RuleApproves(NIGHT)
 
 
 def test_a_cause_systemd_never_says_is_a_typo_in_the_rule() -> None:

@@ -25,7 +25,15 @@ from plans.standing import (
 )
 from shared_schema import ExecutorPolicy, Plan, PlanState
 from shared_schema.standing import ApproveRule
-from tests.unit.plans.helpers import NOW, POLICY, edit_record, plan_of, step, submitted
+from tests.unit.plans.helpers import (
+    NOW,
+    POLICY,
+    edit_record,
+    plan_of,
+    root_reads_failed,
+    step,
+    submitted,
+)
 
 #: The precondition diagnosis writes for a unit it found failed (a rule needs one).
 DOWN = {"active_state": ["failed"]}
@@ -73,6 +81,7 @@ def ask(
         history=lambda unit: unit_history(store, unit),
         recent=recent_errors(store, policy, now),
         now=now,
+        reading=lambda: root_reads_failed(plan.units()),
         analyze=analyze,
     )
 
@@ -132,28 +141,30 @@ def test_a_refused_unit_is_told_with_the_rules_first_four_units(
 
 
 def test_a_refused_cause_is_told_with_every_cause_the_rule_names(store: PlanStore) -> None:
-    """A rule for kills and core dumps, asked about a unit that exited with an error
-    code: the refusal names both causes."""
+    """A rule for kills and core dumps, asked about a unit root reads exited with an
+    error code (whatever the plan's symptom says): the refusal names both causes."""
     crashes = rule(causes=["signal", "core-dump"])
-    exited = Plan.model_validate(
+    says_killed = Plan.model_validate(
         {
             **WORKER.model_dump(exclude_none=True),
-            "symptom": {"unit": "worker@1.service", "result": "exit-code"},
+            "symptom": {"unit": "worker@1.service", "result": "signal"},
         }
     )
-    assert reasons(ask(store, exited, crashes)) == [
-        "its cause (Result=exit-code) is not one of its causes (signal, core-dump)"
+    assert reasons(ask(store, says_killed, crashes)) == [
+        "worker@1.service's cause as root reads it (Result=exit-code) is not one of its "
+        "causes (signal, core-dump)"
     ]
 
 
-def test_a_plan_without_a_symptom_has_no_cause_a_narrowed_rule_accepts(
-    store: PlanStore,
-) -> None:
-    """A plan that carries no symptom at all (nothing diagnosis read): a rule narrowed to
-    kills says it has no Result= read, and the plan waits for a human."""
+def test_a_plan_without_a_symptom_is_judged_by_roots_reading_alone(store: PlanStore) -> None:
+    """A plan that carries no symptom at all: a rule narrowed to exit codes approves it,
+    since root reads Result=exit-code; one narrowed to kills does not."""
     assert WORKER.symptom is None
+    exits = rule(causes=["exit-code"])
+    assert ask(store, WORKER, exits) == RuleApproves(exits)
     assert reasons(ask(store, WORKER, rule(causes=["signal"]))) == [
-        "its cause (no Result= read by diagnosis) is not one of its causes (signal)"
+        "worker@1.service's cause as root reads it (Result=exit-code) is not one of its "
+        "causes (signal)"
     ]
 
 
@@ -256,7 +267,8 @@ def test_an_approval_exactly_a_period_ago_still_counts(store: PlanStore) -> None
             )
         )
     assert reasons(ask(store, WORKER)) == [
-        "it approved 3 plans of worker@1.service in the last 24h (max_per_unit 3)"
+        "the rules approved 3 plans of worker@1.service in the last 24h "
+        "(max_per_unit 3, shared by every rule)"
     ]
 
 
