@@ -268,12 +268,15 @@ class WebSettings(Model):
     requests_per_minute_per_source: Annotated[int, Field(ge=1, le=100000)] = 120
     requests_per_second: Annotated[int, Field(ge=1, le=100000)] = 200
     #: Where opsbot-web.socket listens (`opsbot firewall --write` writes its drop-in):
-    #: ``"tcp"``, 127.0.0.1:8750, where no X-Forwarded-For is ever believed (any local
-    #: user can connect there); ``"unix"``, ``/run/opsbot/web.sock``, mode 0660 and group
-    #: ``proxy_group``: only the reverse proxy connects, so only there its
-    #: X-Forwarded-For (the client's address) and X-Forwarded-Proto are believed.
+    #: ``"unix"``, ``/run/opsbot/web.sock``, mode 0660 and group ``proxy_group``, the
+    #: default once ``proxy_group`` is set: only the reverse proxy connects, so only
+    #: there its X-Forwarded-For (the client's address) and X-Forwarded-Proto are
+    #: believed, and no local user can take the page's connections; ``"tcp"``,
+    #: 127.0.0.1:8750, the default without a proxy_group, where no X-Forwarded-For is
+    #: ever believed and any local user can connect (from any loopback address).
     listen: Literal["tcp", "unix"] = "tcp"
-    #: The reverse proxy's group (nginx on Debian: www-data), with ``listen = "unix"``.
+    #: The reverse proxy's group (nginx on Debian: www-data): it alone may connect to
+    #: the page's Unix socket, which setting it makes the default.
     proxy_group: Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")] | None = None
     #: Gone: a proxy is trusted by the socket it reaches the page on (``listen``), never
     #: by an address any local user can connect from. Kept to say so when a config has it.
@@ -286,11 +289,21 @@ class WebSettings(Model):
             raise ValueError(
                 "no longer trusted: any local user can connect from "
                 f"{value[0]} and claim any X-Forwarded-For; remove trusted_proxies, set "
-                'listen = "unix" and proxy_group = "<the proxy\'s group>" in [web], run '
+                'proxy_group = "<the proxy\'s group>" in [web] (listen = "unix", its '
+                "Unix socket, is then the default), run "
                 "`opsbot firewall --write`, and point the proxy at "
                 f"unix:{WEB_SOCKET}"
             )
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unix_behind_a_proxy(cls, data: Any) -> Any:
+        """A ``proxy_group`` says a reverse proxy is there: the page listens on the socket
+        only it may connect to, unless ``listen`` says otherwise."""
+        if isinstance(data, dict) and data.get("proxy_group") is not None:
+            return {"listen": "unix", **data}
+        return data
 
     @model_validator(mode="after")
     def _proxy_group(self) -> "WebSettings":
@@ -300,7 +313,10 @@ class WebSettings(Model):
                 '(nginx on Debian: proxy_group = "www-data"): only it may connect'
             )
         if self.listen == "tcp" and self.proxy_group is not None:
-            raise ValueError('proxy_group is for listen = "unix"; with "tcp" it does nothing')
+            raise ValueError(
+                'proxy_group is for the Unix socket (listen = "unix", the default once '
+                'proxy_group is set); with listen = "tcp" it does nothing: remove one of them'
+            )
         return self
 
 

@@ -1,8 +1,9 @@
 """``opsbot-web``: the approval page as a service.
 
-Under systemd it serves the socket opsbot-web.socket passes: 127.0.0.1:8750 by default,
-or, with ``[web] listen = "unix"``, /run/opsbot/web.sock, which only the TLS reverse
-proxy's group may connect to and the only place a proxy's X-Forwarded-For is believed.
+Under systemd it serves the socket opsbot-web.socket passes: 127.0.0.1:8750 without a
+proxy, or, once ``[web] proxy_group`` names the TLS reverse proxy's group (``listen =
+"unix"``), /run/opsbot/web.sock, which only that group may connect to and the only place
+a proxy's X-Forwarded-For is believed.
 ``--listen HOST:PORT`` or ``--listen /PATH`` binds one itself, for a developer or a
 test. One process, one event loop, no workers: what it does is small, and what
 protects it (shared_schema.config.WebSettings, ``[web]``) is
@@ -119,7 +120,8 @@ def check_family(settings: WebSettings, sock: socket.socket) -> None:
     if unix and settings.listen != "unix":
         raise OpsbotError(
             f"[web] listen is {settings.listen!r} but the page was given a Unix socket",
-            hint='set [web] listen = "unix" and proxy_group, then `opsbot firewall --write`',
+            hint="set [web] proxy_group (the Unix socket is then the default), then "
+            "`opsbot firewall --write`",
             exit_status=exit_codes.CONFIG,
         )
     if not unix and settings.listen == "unix":
@@ -142,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         description="The approval page: shows a plan a link is for, and relays the "
         "approver's TOTP code to root's opsbot-approver, which alone decides. Normally "
         "started by opsbot-web.socket (127.0.0.1:8750, or /run/opsbot/web.sock with "
-        '[web] listen = "unix").',
+        "[web] proxy_group).",
     )
     parser.add_argument("--listen", metavar="HOST:PORT|/PATH", help="bind this (not under systemd)")
     parser.add_argument("-v", "--verbose", action="store_true")

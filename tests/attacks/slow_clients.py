@@ -3,6 +3,7 @@
     python slow_clients.py SOCKET DRIPPERS HOARDERS SECONDS
     python slow_clients.py hold SOCKET CONNECTIONS SECONDS INTERVAL
     python slow_clients.py flood SOCKET SLOW LOOPS SECONDS
+    python slow_clients.py page PORT SOURCES PER_SOURCE SECONDS
 
 The first form, on the executor socket: DRIPPERS clients send a valid submit one byte a
 second; HOARDERS clients pipeline list requests and never read a reply. Each gives up
@@ -18,6 +19,14 @@ reason (with how often), and how long each held connection lasted.
 (and reconnect when cut off), LOOPS clients ask for a diagnosis of demo-web.service
 again and again, for SECONDS. Prints how many diagnoses started for the loops (and most
 at once), and each error message (with how often).
+
+``page``, on the approval page at 127.0.0.1:PORT: PER_SOURCE clients from each of the
+loopback addresses 127.0.0.1 to 127.0.0.SOURCES keep a connection each, sending a GET
+every 4 s (within uvicorn's 5 s keep-alive, and 8 a source stay under 120 a minute), and
+connect again as soon as theirs is refused or closed, for SECONDS. Prints a line
+``{"holding": N}`` once N (the most connections held at once, each answered) reaches
+SOURCES x PER_SOURCE or stops growing for 10 s, then the JSON object: the most held,
+connects, refusals and requests answered.
 """
 
 from __future__ import annotations
@@ -236,8 +245,97 @@ def flood(path: str, slow: int, loops: int, seconds: float) -> dict[str, object]
     return {**state, "errors": dict(errors)}
 
 
+PAGE_GET = b"GET /nothing-here HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+
+def answered(sock: socket.socket) -> bool:
+    """Whether the page answered PAGE_GET on ``sock`` (a whole response read)."""
+    sock.sendall(PAGE_GET)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return False
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return False
+        body += chunk
+    return True
+
+
+def hold_page(port: int, sources: int, per_source: int, seconds: float) -> dict[str, object]:
+    """Hold as many of the page's connections as loopback addresses let a local user."""
+    end = time.monotonic() + seconds
+    target = sources * per_source
+    lock = threading.Lock()
+    state = {"held": 0, "most": 0, "connects": 0, "answered": 0}
+    refusals: collections.Counter[str] = collections.Counter()
+    grew = [time.monotonic()]
+
+    def holder(source: str) -> None:
+        while time.monotonic() < end:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.settimeout(5)
+                held = False
+                try:
+                    sock.bind((source, 0))
+                    sock.connect(("127.0.0.1", port))
+                    with lock:
+                        state["connects"] += 1
+                    while time.monotonic() < end and answered(sock):
+                        with lock:
+                            state["answered"] += 1
+                            if not held:
+                                held = True
+                                state["held"] += 1
+                                if state["held"] > state["most"]:
+                                    state["most"] = state["held"]
+                                    grew[0] = time.monotonic()
+                        time.sleep(min(4.0, max(0.0, end - time.monotonic())))
+                    if time.monotonic() < end:
+                        with lock:
+                            refusals["closed" if held else "refused"] += 1
+                except OSError as exc:
+                    with lock:
+                        refusals[f"{'closed' if held else 'refused'}: {exc.strerror}"] += 1
+                finally:
+                    if held:
+                        with lock:
+                            state["held"] -= 1
+            time.sleep(0.2)
+
+    def herald() -> None:
+        while time.monotonic() < end:
+            with lock:
+                most, since = state["most"], time.monotonic() - grew[0]
+            if most >= target or (most and since > 10):
+                break
+            time.sleep(0.1)
+        print(json.dumps({"holding": most}), flush=True)
+
+    addresses = [f"127.0.0.{n}" for n in range(1, sources + 1)]
+    run([lambda a=a: holder(a) for a in addresses for _ in range(per_source)] + [herald])
+    return {
+        "most_held": state["most"],
+        "connects": state["connects"],
+        "answered": state["answered"],
+        "refusals": dict(refusals),
+    }
+
+
 def main() -> int:
-    if sys.argv[1] == "hold":
+    if sys.argv[1] == "page":
+        port, sources, per_source, seconds = sys.argv[2:6]
+        result = hold_page(int(port), int(sources), int(per_source), float(seconds))
+    elif sys.argv[1] == "hold":
         path, count, seconds, interval = sys.argv[2:6]
         result = hold(path, int(count), float(seconds), float(interval))
     elif sys.argv[1] == "flood":

@@ -10,11 +10,19 @@ message is due within its deadline however it trickles, and diagnoses are counte
 user: while olivia floods, the diagnosis service's submits, other users' listings and
 another operator's diagnosis (oscar, created here) go through, and olivia is told, in
 one line, which limit she met and which key sets it.
+
+Issue 39, on the approval page's default TCP listener (127.0.0.1:8750, where any local
+user can connect, from any loopback address): mallory held all 256 of its connections
+(8 from each of 32 and more of 127.0.0.1 ... 127.0.0.40, a GET every 4 s keeping each),
+and an approver's GET through the proxy (127.0.0.1) or from anywhere else was closed
+unanswered for as long as she held them. Now a connection over a limit takes the place
+of the one the page has waited on longest, so hers go first and the approver's is served.
 """
 
 from __future__ import annotations
 
 import json
+import select
 import subprocess
 import time
 from collections.abc import Iterator
@@ -78,6 +86,73 @@ def outcome(attacker: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
     assert attacker.returncode == 0, err[-2000:]
     result: dict[str, Any] = json.loads(out)
     return result
+
+
+#: An approver's phone opening a link on the page (a well-formed token root's approver
+#: never issued: the page asks it, and shows its answer). Prints the status and the page's
+#: title, or the error that kept it from being answered.
+PAGE_GET = """
+import json, sys, httpx
+transport = httpx.HTTPTransport(local_address=sys.argv[1])
+try:
+    with httpx.Client(transport=transport, timeout=10) as client:
+        got = client.get("http://127.0.0.1:8750/p/" + "Z" * 22)
+    said = {"status": got.status_code, "title": got.text.split("<title>")[-1].split("<")[0]}
+except httpx.HTTPError as exc:
+    said = {"error": f"{type(exc).__name__}: {exc}"}
+print(json.dumps(said))
+"""
+
+
+def first_line_of(attacker: subprocess.Popen[str], timeout: float) -> dict[str, Any]:
+    """The first line the attacker printed, as JSON, within ``timeout`` seconds."""
+    assert attacker.stdout is not None
+    ready, _, _ = select.select([attacker.stdout], [], [], timeout)
+    assert ready, f"the attacker said nothing within {timeout} s"
+    line: dict[str, Any] = json.loads(attacker.stdout.readline())
+    return line
+
+
+def test_a_local_user_holding_the_pages_connections_cannot_keep_an_approver_out(
+    opsbot: BootedSystemd,
+) -> None:
+    """Mallory, a local user in no opsbot group, runs 8 clients from each of the 40
+    loopback addresses 127.0.0.1 ... 127.0.0.40 against the page's TCP listener, each
+    keeping its connection with a GET every 4 s (under the per-source rate limit) and
+    connecting again whenever it is closed, for 40 s: at least the 256 connections the
+    page holds in all are hers at once. Then an approver opens a link three times through
+    the proxy's address (127.0.0.1, as nginx or an ssh tunnel would) and once from an
+    address she does not use: each is answered by the page (root's approver asked: the
+    token is unknown, 410), none closed unanswered."""
+    ct = opsbot
+    listen = ct.run(["systemctl", "show", "-P", "Listen", "opsbot-web.socket"]).stdout
+    assert listen.split()[0] == "127.0.0.1:8750", listen  # the tests' config has no proxy
+    attacker = attack(ct, "mallory", "page", "8750", "40", "8", "40")
+    answers: list[dict[str, Any]] = []
+    try:
+        holding = first_line_of(attacker, timeout=60)
+        for source in ("127.0.0.1", "127.0.0.1", "127.0.0.1", "127.0.0.77"):
+            got = ct.run([PYTHON, "-c", PAGE_GET, source], env={"PYTHONPATH": REPO}, timeout=60)
+            answers.append({"source": source, **json.loads(got.stdout)})
+            time.sleep(1)
+        held = outcome(attacker, timeout=120)
+    finally:
+        if attacker.poll() is None:
+            attacker.kill()
+            attacker.wait()
+        # The counts live in the page's memory: a fresh one for the tests after this.
+        ct.systemctl("stop", "opsbot-web.service", check=False)
+    report(
+        "slots-page",
+        mallory_most_held=held["most_held"],
+        mallory_connects=held["connects"],
+        mallory_answered=held["answered"],
+        approver_answers=[a.get("status", a.get("error")) for a in answers],
+    )
+    assert holding["holding"] >= 256, (holding, held)
+    for answer in answers:
+        assert answer.get("status") == 410, answers
+        assert answer["title"].startswith("This link no longer works"), answers
 
 
 def diagnose_submit(ct: BootedSystemd, goal: str) -> dict[str, Any]:

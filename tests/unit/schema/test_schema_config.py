@@ -125,3 +125,15 @@ def test_out_of_range_settings_are_named(data: dict[str, Any], path: str) -> Non
     """A zero step timeout, an approval valid for more than a week, a non-HTTP health
     URL: each is refused at its key."""
     assert [e.path for e in config_errors(data)] == [path]
+
+
+def test_a_proxy_group_puts_the_page_on_its_unix_socket() -> None:
+    """Where a reverse proxy is configured (``[web] proxy_group``), the page listens on the
+    Unix socket only that group may connect to, without a word more; without one it stays
+    on 127.0.0.1:8750; a proxy_group with ``listen = "tcp"`` is an error naming both."""
+    proxied = OpsbotConfig.model_validate({"web": {"proxy_group": "www-data"}})
+    assert (proxied.web.listen, proxied.web.proxy_group) == ("unix", "www-data")
+    assert OpsbotConfig.model_validate({}).web.listen == "tcp"
+    with pytest.raises(ValidationError) as caught:
+        OpsbotConfig.model_validate({"web": {"proxy_group": "www-data", "listen": "tcp"}})
+    assert 'with listen = "tcp" it does nothing' in str(caught.value)

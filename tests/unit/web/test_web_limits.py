@@ -1,6 +1,8 @@
-"""What protects the page from a flood: header and body deadlines for slow clients,
-connections per source and in all, and per-source and global rate limits, each shown
-holding one source back while another (127.0.0.2) still gets through."""
+"""What protects the page from a flood: header and body deadlines for slow clients (and
+for one that stops reading), connections per source and in all (one over a limit takes
+the place of the one the page has waited on longest, so idle ones keep no newcomer out),
+and per-source and global rate limits, each shown holding one source back while another
+(127.0.0.2) still gets through."""
 
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ import time
 
 import pytest
 
+from shared_schema.config import WebSettings
 from tests.unit.web.conftest import APPROVE, Start, Web
 from web_svc.limits import RateLimiter, TokenBucket, source_key
 from web_svc.main import KEEP_ALIVE_SECONDS
+from web_svc.protocol import ConnectionCounts
 
 #: Timing and load: run alone, after the parallel pass (scripts/test).
 pytestmark = pytest.mark.serial
@@ -118,37 +122,41 @@ def test_the_deadline_starts_again_after_each_response(start_web: Start) -> None
         assert closed_within(sock, KEEP_ALIVE_SECONDS - 1) is not None
 
 
-def test_one_source_holds_at_most_its_connections(start_web: Start) -> None:
-    """connections_per_source from 127.0.0.1 are served; the next one is closed at once,
-    while 127.0.0.2 is still served; when one closes, 127.0.0.1 may connect again."""
+def test_a_sources_connection_over_its_limit_takes_the_place_of_its_longest_waiting(
+    start_web: Start,
+) -> None:
+    """connections_per_source from 127.0.0.1 are served; the next one from it is served
+    too, in the place of the one of 127.0.0.1 the page has waited on longest (closed),
+    while the other still is; 127.0.0.2 is served all along. A source that holds its
+    connections by keeping them idle keeps no newcomer out (the proxy's address, too)."""
     web = start_web(connections_per_source=2, header_timeout_seconds=60)
     held = [web.connect(), web.connect()]
     for sock in held:
         assert request_on(sock) == b"HTTP/1.1 200 OK"
-    with web.connect() as over:
-        assert closed_within(over, BOUND) is not None
-    assert get_works(web, "127.0.0.2")
-    for sock in held:
-        assert request_on(sock) == b"HTTP/1.1 200 OK"
-    held.pop().close()
-    deadline = time.monotonic() + BOUND
-    while not get_works(web, "127.0.0.1"):  # the server has yet to see the close
-        assert time.monotonic() < deadline, "the closed connection still counts"
+    with web.connect() as newcomer:
+        assert request_on(newcomer) == b"HTTP/1.1 200 OK"
+        assert closed_within(held[0], BOUND) is not None
+        assert request_on(held[1]) == b"HTTP/1.1 200 OK"
+        assert get_works(web, "127.0.0.2")
     for sock in held:
         sock.close()
 
 
 def test_the_proxys_socket_is_held_only_by_max_connections(start_web: Start) -> None:
     """On the Unix socket every connection is the reverse proxy's (only its group may
-    connect), so it is not held to connections_per_source, only to max_connections."""
+    connect), so it is not held to connections_per_source, only to max_connections: a
+    fourth of three takes the place of the one waited on longest."""
     web = start_web(
         listen="unix", proxy_group="www-data", connections_per_source=1, max_connections=3
     )
     held = [web.connect() for _ in range(3)]
     for sock in held:
         assert request_on(sock) == b"HTTP/1.1 200 OK"
-    with web.connect() as over:
-        assert closed_within(over, BOUND) is not None
+    with web.connect() as fourth:
+        assert request_on(fourth) == b"HTTP/1.1 200 OK"
+        assert closed_within(held[0], BOUND) is not None
+        for sock in held[1:]:
+            assert request_on(sock) == b"HTTP/1.1 200 OK"
     for sock in held:
         sock.close()
 
@@ -169,15 +177,83 @@ def test_a_local_user_rotating_x_forwarded_for_on_tcp_is_still_one_source(
 
 
 def test_no_more_than_max_connections_in_all(start_web: Start) -> None:
-    """max_connections across sources: the one over it is closed, whatever its source."""
+    """max_connections across sources: one over it, whatever its source, takes the place
+    of the connection waited on longest (whatever its source; a silent one before one
+    that was answered later), and the others are still served."""
     web = start_web(max_connections=3, header_timeout_seconds=60)
-    held = [web.connect(source) for source in ("127.0.0.1", "127.0.0.2", "127.0.0.3")]
-    for sock in held:
+    silent = web.connect("127.0.0.1")
+    answered = [web.connect(source) for source in ("127.0.0.2", "127.0.0.3")]
+    for sock in answered:
         assert request_on(sock) == b"HTTP/1.1 200 OK"
-    with web.connect("127.0.0.4") as over:
-        assert closed_within(over, BOUND) is not None
-    for sock in held:
+    with web.connect("127.0.0.4") as fourth:
+        assert request_on(fourth) == b"HTTP/1.1 200 OK"
+        assert closed_within(silent, BOUND) is not None
+        for sock in answered:
+            assert request_on(sock) == b"HTTP/1.1 200 OK"
+    for sock in [silent, *answered]:
         sock.close()
+
+
+class Connection:
+    """A connection as ConnectionCounts sees it, that records being shut."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.was_shut = False
+
+    def shut(self) -> None:
+        self.was_shut = True
+
+
+def test_only_connections_the_page_waits_on_make_room_and_the_longest_waiting_first() -> None:
+    """A newcomer over a limit shuts the connection waited on longest, of its source at
+    connections_per_source, of all at max_connections; one whose request is being
+    answered is never shut for it: when every connection in the way is busy, the
+    newcomer is refused and nothing is shut."""
+    counts = ConnectionCounts(WebSettings(connections_per_source=2, max_connections=3))
+    a1, a2, b1 = Connection("a1"), Connection("a2"), Connection("b1")
+    for conn, source in ((a1, "127.0.0.1"), (a2, "127.0.0.1"), (b1, "127.0.0.2")):
+        assert counts.admit(conn, source)
+        counts.waiting(conn)
+    counts.waiting(a1)  # a1 waits again (a new request after a response): now the newest
+    a3 = Connection("a3")
+    assert counts.admit(a3, "127.0.0.1")
+    assert [c.name for c in (a1, a2, b1) if c.was_shut] == ["a2"]
+    counts.waiting(a3)
+    c1 = Connection("c1")
+    assert counts.admit(c1, "127.0.0.3")
+    assert [c.name for c in (a1, b1, a3) if c.was_shut] == ["b1"]
+    for conn in (a1, a3, c1):
+        counts.busy(conn)
+    assert not counts.admit(Connection("d1"), "127.0.0.4")
+    assert not counts.admit(Connection("a4"), "127.0.0.1")
+    assert not any(c.was_shut for c in (a1, a3, c1))
+    counts.release(c1)
+    assert counts.admit(Connection("d1"), "127.0.0.4")
+    assert counts.open == 3
+
+
+def test_a_client_that_stops_reading_its_responses_is_closed_after_the_deadline(
+    start_web: Start,
+) -> None:
+    """A client that pipelines requests and never reads the answers fills the buffers
+    until uvicorn stops writing; then the page waits on it (it may be shut for another)
+    and closes it after header_timeout_seconds, as it would a silent one."""
+    web = start_web(header_timeout_seconds=0.5, requests_per_minute_per_source=100000)
+    requests = b"GET /nothing-here HTTP/1.1\r\nHost: x\r\n\r\n" * 2000
+    with web.connect() as hoarder:
+        hoarder.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        hoarder.settimeout(0.05)
+        started = time.monotonic()
+        closed = False
+        while not closed and time.monotonic() - started < BOUND:
+            try:
+                hoarder.sendall(requests)
+            except TimeoutError:
+                pass  # the server stopped reading: it is busy writing what we never read
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+        assert closed, f"still open after {BOUND} s of unread responses"
 
 
 def test_one_source_over_its_rate_gets_429_while_another_passes(start_web: Start) -> None:
