@@ -8,9 +8,14 @@ logged ``approval.consumed`` for it (plans/witness.py): the executor's uid
 may delete the marker, not the journal entry. Once moved, a replay needs root: the
 executor's uid can rewrite its status and markers, never bring the file back.
 
-When it moved an approval, it starts opsbot-polkit-rule.service, which removes the polkit
-grant of ``opsbot approve --now`` (plans/polkit.py) whose approval is no longer waiting:
+It also moves an ``opsbot approve --now`` approval that expired, once the apply has ended
+its plan (EXPIRED: plans.grants.ended_by_expiry): no apply can use it any more.
+
+When it moved an approval, it starts opsbot-polkit-rule.service, which first removes the
+polkit grant of ``opsbot approve --now`` (plans/grants.py) whose approval no longer holds:
 this unit has no capability to write polkit's directory (polkitd's, 0700), that one has.
+So a ``--now`` grant's file goes within a minute or two of its approval's use or expiry
+(polkit stops honouring it at the expiry itself); a reject removes it at once.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ import argparse
 import structlog
 
 from opsbot_cli.output import command, json_out, out, require_root
-from plans import PlanStore, archive_used, used_dir, witness
+from plans import PlanStore, archive_used, used_dir, utcnow, witness
+from plans.grants import ended_by_expiry
 from plans.polkit import RULE_UNIT
 from shared_io.paths import Paths
 from shared_io.run import run as run_program
@@ -53,7 +59,15 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
             synced = True
         return witness.consumed(plan_id, uids=uids)
 
-    moved = archive_used(paths.approvals_dir, is_used)
+    now, expired = utcnow(), set[str]()
+
+    def is_done(plan_id: str) -> bool:
+        if ended_by_expiry(paths.approvals_dir, store, plan_id, now):
+            expired.add(plan_id)
+            return True
+        return is_used(plan_id)
+
+    moved = archive_used(paths.approvals_dir, is_done)
     if moved:
         started = run_program(["systemctl", "start", "--no-block", RULE_UNIT], timeout=30)
         if not started.ok:
@@ -61,7 +75,8 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
     for plan_id in moved:
         log.info("approval.archived", plan_id=plan_id, to=str(used_dir(paths.approvals_dir)))
         if not args.json:
-            out(f"{plan_id}  approval used: moved to {used_dir(paths.approvals_dir)}")
+            how = "expired (--now)" if plan_id in expired else "used"
+            out(f"{plan_id}  approval {how}: moved to {used_dir(paths.approvals_dir)}")
     if args.json:
         json_out({"moved": moved, "to": str(used_dir(paths.approvals_dir))})
     return 0

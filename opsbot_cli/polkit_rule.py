@@ -3,8 +3,10 @@ the executor's user act on exactly the allowed units with exactly the allowed ve
 with apply windows, only inside them: the next 14 days' windows are in the rule, and
 opsbot-polkit-rule.timer writes it again daily), and answers NO to opsbot's users for
 every other action. ``--write`` replaces the rule file atomically, owned by root:root
-with mode 0644, and removes the grants of ``opsbot approve --now`` whose approval is no
-longer waiting (used and archived, rejected, or removed)."""
+with mode 0644; first, it removes the grants of ``opsbot approve --now`` whose approval no
+longer holds (used and archived, rejected, removed, expired, or renewed without ``--now``:
+plans.grants), so that the sweep opsbot-archive starts takes effect at once, not after
+``--until-quiet``."""
 
 from __future__ import annotations
 
@@ -17,8 +19,9 @@ import structlog
 
 from opsbot_cli.errors import ConsoleError
 from opsbot_cli.output import command, json_out, out, require_root
-from plans import RULE_PATH, approval_path, privilege_mode, render_rule, utcnow, write_rule
-from plans.polkit import RULE_DAYS, Interval, remove_grants, rule_matches
+from plans import RULE_PATH, privilege_mode, render_rule, utcnow, write_rule
+from plans.grants import sweep
+from plans.polkit import RULE_DAYS, Interval, rule_matches
 from plans.windows import intervals
 from shared_io.config import load_config, load_with_digest
 from shared_io.errors import ConfigError
@@ -139,16 +142,16 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         return 0
     require_root("polkit-rule --write")
     try:
+        ended = sweep(paths.approvals_dir, utcnow())
+        for plan_id in ended:
+            log.info("grant.removed", plan_id=plan_id, reason="its approval no longer holds")
         rule, windows, digest = write_following(paths, max(0.0, min(args.until_quiet, 60.0)))
-        ended = remove_grants(lambda plan_id: approval_path(paths.approvals_dir, plan_id).exists())
     except OSError as exc:
         raise ConsoleError(
             f"cannot write {RULE_PATH}: {exc.strerror or exc}",
             hint=f"is {RULE_PATH.parent} a directory on a writable file system?",
         ) from exc
     spans = _spans(windows)
-    for plan_id in ended:
-        log.info("grant.removed", plan_id=plan_id, reason="its approval is used or gone")
     if args.json:
         json_out(
             {

@@ -8,7 +8,9 @@ operator reviewed (a prefix of at least 12 hex digits, or the whole one they con
 a terminal), and only if the executor's own ``plan.accepted`` journal entry for that id
 names the same sha256 (:class:`plans.witness.Accepted`). ``reject`` removes the approval
 file before it reads anything the executor owns, and leaves a root-owned rejection that
-the gate (plans.gate.decide) and ``approve`` both honour.
+the gate (plans.gate.decide) and ``approve`` both honour. With the approval goes the polkit
+grant of an ``approve --now`` (plans.grants): a rejected plan's verbs are refused by polkit
+outside the apply windows at once, not when a sweep comes by.
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ from plans.approvals import (
     write_approval,
     write_rejection,
 )
-from plans.errors import ApprovalRefused, PlanRefused, UsageError
+from plans.errors import ApprovalRefused, PlanRefused, StoreError, UsageError
 from plans.gate import window_wait
+from plans.grants import end_grant
+from plans.polkit import RULE_PATH
 from plans.records import PlanRecord, StatusRecord
 from plans.states import TransitionRefused, transition
 from plans.store import PlanStore
@@ -331,18 +335,27 @@ def reject(
     by: str,
     now: datetime,
     reason: str | None,
+    grants_dir: Path = RULE_PATH.parent,
 ) -> StatusRecord:
     """Mark ``plan_id`` REJECTED: it will never run.
 
-    Its approval file goes first, before the lock or anything else the executor's uid owns
-    is touched, so that no planted lock or status file can keep it valid; then root writes
-    a rejection, which ``decide`` honours whatever the status file says later.
+    Its approval file goes first, and its ``--now`` polkit grant (in ``grants_dir``) with
+    it, before the lock or anything else the executor's uid owns is touched, so that no
+    planted lock or status file can keep either valid; then root writes a rejection, which
+    ``decide`` honours whatever the status file says later, and looks for a grant once
+    more (an ``approve --now`` that finished meanwhile may have written one). A grant that
+    cannot be removed is said (StoreError) once the rejection is written.
     """
     if not is_valid_plan_id(plan_id):
         raise UsageError(f"{plan_id[:80]!r} is not a plan id")
     removed = remove_approval(approvals_dir, plan_id)
     if removed:
         log.info("approval.removed", plan_id=plan_id, by=by)
+    try:
+        if end_grant(plan_id, grants_dir):
+            log.info("grant.removed", plan_id=plan_id, by=by, reason="the plan was rejected")
+    except StoreError as exc:  # the rejection first; the second look below says it
+        log.warning("grant.remove_failed", plan_id=plan_id, error=exc.message)
     with store.apply_lock():
         record = store.load(plan_id)
         status = store.status(plan_id, record)
@@ -355,4 +368,6 @@ def reject(
         write_rejection(approvals_dir, record, by, now, why)
         store.save_status(status)
     log.info("plan.rejected", plan_id=plan_id, sha256=record.sha256, approver=by, reason=reason)
+    if end_grant(plan_id, grants_dir):
+        log.info("grant.removed", plan_id=plan_id, by=by, reason="the plan was rejected")
     return status

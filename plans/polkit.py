@@ -12,8 +12,8 @@ with its clock, so a subverted executor cannot restart an allowed unit at any ho
 opsbot-polkit-rule.timer (root, daily) writes it again; a rule nobody renewed answers NO
 once its intervals have passed. ``opsbot approve --now`` makes root write a grant
 (``59-opsbot-now-ID.rules``, read before the rule) for exactly that plan's verbs and
-units until its approval expires; once the approval is archived, opsbot-polkit-rule.service
-(started by the archive) removes it.
+units until its approval expires; it ends with its approval, removed by root at once on
+a reject, and by the sweep when the approval is used or expired (plans/grants.py).
 
 The rule files are root's (root:root 0644, written atomically), never the owner of their
 directory (polkitd on Debian): whoever could rewrite them could widen them.
@@ -172,7 +172,7 @@ def render_grant(
     allowed = json.dumps(verbs, indent=4, sort_keys=True)
     return f"""// Written by `opsbot approve {plan_id} --now`: this plan's steps outside the
 // apply windows, until its approval expires ({until:%Y-%m-%d %H:%M:%S} UTC).
-// opsbot archive-approvals removes it once the approval is used or gone.
+// Root removes it when the approval ends: rejected, used or expired (plans/grants.py).
 polkit.addRule(function(action, subject) {{
     if (action.id !== {json.dumps(MANAGE_UNITS)} ||
         subject.user !== {json.dumps(executor_user)} || Date.now() >= {_ms(until)}) {{

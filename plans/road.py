@@ -24,7 +24,8 @@ decided: a :class:`Person` or a :class:`Rule`) and the road does the rest, in th
    one runs merges into it, and that run may never see the new approval);
 6. the approval bound to the sha256, written under the apply lock
    (plans.decisions.approve, which checks everything again); where root overrides the
-   apply windows on a host whose executor polkit holds, the plan's own polkit grant;
+   apply windows on a host whose executor polkit holds, the plan's own polkit grant
+   (where root renews without ``--now``, the end of the old one: plans.grants);
 7. the apply started, or the window it waits for, in words;
 8. the door's journal entry, ``approval.<via>`` (``plan.approved`` is written at step 6).
 """
@@ -42,6 +43,7 @@ import structlog
 from plans.apply_unit import apply_running, start_apply, watched, window_apply
 from plans.decisions import Approved, Reviewed, approve, review
 from plans.errors import PlanRefused, StoreError
+from plans.grants import end_grant, grant_holds
 from plans.polkit import (
     RULE_PATH,
     grant_path,
@@ -245,6 +247,8 @@ class Road:
         overrides = request.override_window and bool(self.policy.apply_window)
         if overrides:
             self._grant(done)
+        elif request.renew:
+            self._end_grant(plan_id)
         if done.window.open:
             applies, starts = self.start_apply(busy)
             if overrides:
@@ -269,8 +273,12 @@ class Road:
     def _grant(self, done: Approved) -> None:
         """``--now`` outside the windows: polkit's rule grants the executor's user its
         verbs only inside them, so root writes this plan's grant until its approval
-        expires (opsbot archive-approvals removes it). Not on a host whose executor polkit
-        does not hold (there the windows bind opsbot's code only)."""
+        expires; it ends with the approval (plans.grants). Not on a host whose executor
+        polkit does not hold (there the windows bind opsbot's code only).
+
+        A reject that ran while this approval was being written may have looked for the
+        grant before it existed: once written, the grant is removed again unless its
+        approval still stands."""
         if self.privilege() != "polkit":
             return
         plan_id, until = done.record.plan_id, done.approval.expires_at
@@ -283,3 +291,16 @@ class Road:
                 f"approved, but the polkit grant {path} could not be written: "
                 f"{exc.strerror or exc}; the plan's steps will be refused outside its window",
             ) from exc
+        if not grant_holds(self.approvals_dir, plan_id, done.approval.approved_at):
+            end_grant(plan_id, self.grants_dir)
+            raise PlanRefused(
+                f"plan {plan_id} was rejected while it was approved: its polkit grant was "
+                "removed again; it will never run",
+                hint=f"`opsbot show {plan_id}` says who rejected it",
+            )
+
+    def _end_grant(self, plan_id: str) -> None:
+        """Root renewed the approval without ``--now``: it waits for the windows now, and
+        an earlier ``--now`` grant of the plan goes (plans.grants)."""
+        if end_grant(plan_id, self.grants_dir):
+            log.info("grant.removed", plan_id=plan_id, reason="renewed without --now")

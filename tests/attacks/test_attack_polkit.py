@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from testbed.container import BootedSystemd
-from testbed.host import OPSBOT, TEST_CONFIG, approve
+from testbed.host import OPSBOT, PYTHON, TEST_CONFIG, approve
 from testbed.skips import skip_unless
 from tests.attacks.inside import (
     approved,
@@ -459,3 +459,138 @@ def test_a_config_edit_reaches_polkit_before_the_next_approval(ct: BootedSystemd
     finally:
         ct.run(["rm", "-f", NARROW_CONFIG])
         cli(ct, "polkit-rule", "--write")
+
+
+APPROVER_UNIT = "/etc/systemd/system/opsbot-approver.service"
+
+
+def grant_of(plan_id: str) -> str:
+    return f"{GRANTS}/59-opsbot-now-{plan_id}.rules"
+
+
+def exists(ct: BootedSystemd, path: str) -> bool:
+    return ct.run(["test", "-e", path], check=False).returncode == 0
+
+
+@contextlib.contextmanager
+def window_closed_now(ct: BootedSystemd) -> Iterator[None]:
+    """The config with one apply window, three hours from now, and polkit's rule written
+    from it: outside every window, the executor's user gets NO for everything."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    try:
+        with edited_file(ct, CONFIG, with_window(now + timedelta(hours=3), 60)):
+            cli(ct, "polkit-rule", "--write")
+            ct.wait_for(lambda: not executor_may(ct, "restart", WEB), timeout=20, what="closed")
+            yield
+    finally:
+        cli(ct, "polkit-rule", "--write")
+
+
+def granted_now(ct: BootedSystemd, label: str, *ttl: str) -> str:
+    """A restart of demo-web, approved by root with `--now` outside the window: its grant
+    is written, root's, and in force in polkit."""
+    plan_id = propose(ct, WEB, label)
+    approve(ct, plan_id, "--now", *(("--ttl", *ttl) if ttl else ()))
+    assert exists(ct, grant_of(plan_id))
+    ct.wait_for(lambda: executor_may(ct, "restart", WEB), timeout=20, what="granted")
+    return plan_id
+
+
+def test_a_rejected_plan_s_grant_is_gone_and_polkit_refuses_its_verb(ct: BootedSystemd) -> None:
+    """Issue 39: `opsbot reject` removed the approval of an `approve --now` plan but not
+    its polkit grant, so a subverted executor kept `systemctl restart demo-web` outside
+    every window until the approval expired (up to approval_ttl_seconds). Outside the
+    window, root approves a restart of demo-web with --now, the executor's user cannot
+    remove the grant itself; then root rejects the plan: the grant is gone when reject
+    returns, and the executor's own `systemctl restart demo-web` is "Access denied",
+    demo-web keeping its invocation."""
+    with window_closed_now(ct):
+        plan_id = granted_now(ct, "rejected after --now")
+        try:
+            taken = ct.run(["rm", "-f", grant_of(plan_id)], user="opsbot-executor", check=False)
+            assert taken.returncode != 0 and exists(ct, grant_of(plan_id)), taken
+            said = cli(ct, "reject", plan_id, "--reason", "not outside the window after all")
+            assert f"rejected plan {plan_id}" in said.stdout
+            ct.wait_for(lambda: not executor_may(ct, "restart", WEB), timeout=20, what="refused")
+            before = invocation(ct, WEB)
+            tried = restart_as_executor(ct, WEB)
+            assert tried.returncode != 0 and "Access denied" in tried.stderr, tried
+            assert invocation(ct, WEB) == before
+            assert not exists(ct, grant_of(plan_id))
+        finally:
+            reject_quietly(ct, plan_id)
+
+
+def test_an_expired_grant_is_refused_by_polkit_and_then_swept(ct: BootedSystemd) -> None:
+    """`approve --now --ttl 20s` outside the window: once the approval expires polkit
+    refuses the grant by itself (its JavaScript reads the clock), and once the apply has
+    marked the plan EXPIRED the archive moves the dead approval and the sweep removes the
+    grant's file: nothing is left in rules.d that a clock set back could wake."""
+    with window_closed_now(ct):
+        plan_id = granted_now(ct, "expires after --now", "20s")
+        try:
+            ct.wait_for(
+                lambda: not executor_may(ct, "restart", WEB), timeout=60, what="grant expired"
+            )
+            assert restart_as_executor(ct, WEB).returncode != 0
+            cli(ct, "apply", check=False)
+            assert state_and_reason(ct, plan_id)[0] == "EXPIRED"
+            ct.systemctl("start", "opsbot-archive.service")
+            ct.wait_for(
+                lambda: not exists(ct, grant_of(plan_id)),
+                timeout=60,
+                what="the expired grant swept",
+            )
+            assert exists(ct, f"/var/lib/opsbot-approvals/used/{plan_id}.approval")
+        finally:
+            reject_quietly(ct, plan_id)
+
+
+def approver_sandbox(ct: BootedSystemd) -> list[str]:
+    """``-p KEY=VALUE`` for every sandbox setting of the installed approver unit."""
+    text = ct.run(["cat", APPROVER_UNIT]).stdout
+    section, props = "", []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("["):
+            section = line
+        elif section == "[Service]" and "=" in line and not line.startswith("#"):
+            if line.split("=", 1)[0] not in NOT_SANDBOX:
+                props += ["-p", line]
+    assert "ProtectSystem=strict" in props and "User=root" in props, props
+    return props
+
+
+#: What root's approver does with a reject link (approver_svc/service.py): plans.reject.
+APPROVER_REJECTS = """
+import sys
+from pathlib import Path
+from plans import PlanStore, reject, utcnow
+reject(PlanStore(Path("/var/lib/opsbot")), Path("/var/lib/opsbot-approvals"), sys.argv[1],
+       by="alice", now=utcnow(), reason="rejected by alice from the approval page")
+"""
+
+
+def test_a_reject_link_relayed_to_root_s_approver_ends_the_grant(ct: BootedSystemd) -> None:
+    """A reject link goes through root's opsbot-approver, in its own sandbox (everything
+    read-only but the store and the approvals): from an exact copy of that sandbox, its
+    reject of an `approve --now` plan removes the grant too, and polkit refuses the
+    executor's restart of demo-web."""
+    with window_closed_now(ct):
+        plan_id = granted_now(ct, "rejected from the phone after --now")
+        try:
+            done = ct.run(
+                [
+                    "systemd-run", "--quiet", "--wait", "--pipe", "--collect",
+                    *approver_sandbox(ct),
+                    "--", PYTHON, "-c", APPROVER_REJECTS.replace("$", "$$"), plan_id,
+                ],
+                check=False,
+            )  # fmt: skip
+            assert done.returncode == 0, (done.stdout, done.stderr)
+            assert state_and_reason(ct, plan_id)[0] == "REJECTED"
+            assert not exists(ct, grant_of(plan_id))
+            ct.wait_for(lambda: not executor_may(ct, "restart", WEB), timeout=20, what="refused")
+            assert restart_as_executor(ct, WEB).returncode != 0
+        finally:
+            reject_quietly(ct, plan_id)
