@@ -1,6 +1,7 @@
 """``opsbot audit ID``: the plan's story from the journal, trusted entries only, after a
 one-line summary of it (:func:`summary`: who proposed what, who approved it, what ran,
-and where it ended).
+and where it ended). An entry one of opsbot's writers sent about another writer's event
+(opsbot_cli/writers.py) is shown after the story, apart, "not from its writer".
 ``opsbot audit --verify ID`` (or ``--verify --since DAY``): its chained trail checked
 (opsbot_cli/audit_verify.py), exit 5 when an entry is missing, altered or out of order.
 
@@ -24,8 +25,10 @@ from opsbot_cli.screen import WIDTH, cut, show
 from opsbot_cli.story import (
     REMOTE_DIR,
     SOURCES_MAP,
+    Apart,
     AuditEntry,
     HostStory,
+    Story,
     collector_sources,
     forged_of,
     read_host_story,
@@ -115,18 +118,21 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         if args.remote_dir is not None or args.host is not None:
             raise
         stories, unreadable = [], True
-    entries, ignored = read_story(plan_id) if args.host is None else ([], 0)
-    found = bool(entries) or any(s.entries for s in stories)
+    here = read_story(plan_id) if args.host is None else Story([], [], 0)
+    entries, ignored = here.entries, here.ignored
+    found = bool(entries or here.apart) or any(s.entries or s.apart for s in stories)
     if args.json:
         json_out(
             {
                 "plan_id": plan_id,
                 "entries": [e.as_json() for e in entries],
+                "not_from_its_writer": [a.as_json() for a in here.apart],
                 "ignored_untrusted": ignored,
                 "hosts": {
                     s.host: {
                         "files": [f.name for f in s.files],
                         "entries": [e.as_json() for e in s.entries],
+                        "not_from_its_writer": [a.as_json() for a in s.apart],
                         "ignored": s.ignored,
                     }
                     for s in stories
@@ -140,6 +146,7 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
     lines = _entry_lines(entries, args.verbose)
     if entries:
         lines = [summary(plan_id, entries, args.verbose), "", *lines]
+    lines += apart_lines(here.apart, args.verbose)
     if ignored:
         lines.append(f"({ignored} entries naming this plan were ignored: not written by opsbot)")
     if unreadable:
@@ -196,12 +203,16 @@ def verify(args: argparse.Namespace) -> int:
     else:
         for report in reports:
             head = f", head #{report.head}" if report.head is not None else ""
+            keys = "" if report.keyed else ", keys unchecked"
             state = "intact" if not report.problems else f"{len(report.problems)} problem(s)"
-            out(f"{report.name} chain of {report.of}: {report.entries} entries{head}: {state}")
+            said = f"{report.entries} entries{head}{keys}"
+            out(f"{report.name} chain of {report.of}: {said}: {state}")
             for problem in report.problems:
                 out(f"  {problem}")
             for entry in report.not_its_writers:
                 out(f"  not from its writer: {entry}")
+        if not all(r.keyed for r in reports):
+            out("(keys unchecked: each writer's key is read by root on the host whose trail it is)")
     if not reports:
         return 1
     return 0 if intact else REFUSED
@@ -248,11 +259,24 @@ def _host_lines(plan_id: str, story: HostStory, verbose: bool, *, first: bool) -
     if story.entries:
         lines.append(summary(plan_id, story.entries, verbose))
     lines += _entry_lines(story.entries, verbose) or ["    (nothing this host may say of the plan)"]
+    lines += apart_lines(story.apart, verbose)
     untrusted = story.ignored - len(story.forged)
     if untrusted:
         lines.append(f"({untrusted} entries naming this plan were ignored: not written by opsbot)")
     for reason, count in Counter(f.reason for f in story.forged).items():
         lines += fit(f"({count} ignored: {printable(reason)})", "", lines=2, verbose=verbose)
+    return lines
+
+
+def apart_lines(apart: list[Apart], verbose: bool) -> list[str]:
+    """The entries shown apart: one of opsbot's writers logged another's event. Each as
+    the story shows an entry, with whose event it is; never part of the summary."""
+    if not apart:
+        return []
+    lines = [f"not from its writer ({len(apart)}): another writer's events, not the plan's history"]
+    for one in apart:
+        lines += _entry_lines([one.entry], verbose)
+        lines += fit(f"({printable(str(one.why))})", "    ", lines=2, verbose=verbose)
     return lines
 
 

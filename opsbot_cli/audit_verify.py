@@ -4,9 +4,10 @@ entry missing, altered or out of order.
 
 For a plan: each writer's chain of it (the executor's, root's), read from the journal in
 the order journald keeps it; for ``--since``: each writer's day chains from that UTC day
-to today, whatever the plans. An entry counts only from its writer (the executor's
-chain from opsbot's units as the executor's user, root's from uid 0; on a collector,
-``--against DIR``, root or an ``opsbot-*`` unit as the sending host recorded it), and is
+to today, whatever the plans. An entry counts only from its writer (opsbot_cli/writers.py:
+the executor's chain from opsbot-executor.service and opsbot-apply.service as the
+executor's user, root's from uid 0; on a collector's copy, ``--against DIR``, the same
+units as the sending host's journald recorded them, as a user other than root), and is
 
 - altered when its ``AUDIT_HASH`` is not the sha256 of its fields (an edit);
 - missing when a sequence number is absent, before the last entry seen or up to the
@@ -15,20 +16,30 @@ chain from opsbot's units as the executor's user, root's from uid 0; on a collec
 - unlinked when its ``*_PREV`` is not the hash of the entry numbered before it (an entry
   replaced by one made up);
 - forked when two different entries carry one number (one made up, or its writer killed
-  between sending it and keeping its head; the same entry twice is one).
+  between sending it and keeping its head; the same entry twice is one);
+- past the head when it is numbered after the head its writer keeps (made up, or its
+  writer killed between sending it and keeping its head);
+- unkeyed when its ``AUDIT_MAC`` is not its writer's key's mark of its hash, or it has
+  none though it was sent after the key was made: the hash has no key, so anyone who
+  reads the last link can compute the next; only the writer's key marks it.
+
+The heads and the keys are the writers' files on the host whose trail it is: read by
+root there (an operator in group systemd-journal checks the links alone). ``--against
+DIR`` checks a copy of this host's trail (the collector's files for it, copied back);
+a chain this host keeps no head of is another host's, checked without heads or key (the
+report says ``keyed: false``): verify a host's trail on that host.
 
 An entry that names a writer's chain and carries a chain hash, but that journald says
-another uid (or, locally, a unit not opsbot's) sent, is not believed: the hash has no key,
-so anyone who can read the last link can compute the next one, and only the uid journald
-records tells the writer's own. It is left out of the chain and listed apart ("not from
-its writer"); it makes no problem of the chain, so a local user who logs such fields
-cannot make ``--verify`` fail.
+another uid or unit sent, is not believed: only the uid and unit journald records tell
+the writer's own. It is left out of the chain and listed apart ("not from its writer");
+it makes no problem of the chain, so a local user who logs such fields cannot make
+``--verify`` fail.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
-import pwd
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -36,16 +47,20 @@ from pathlib import Path
 from typing import Any
 
 from opsbot_cli.errors import ConsoleError
+from opsbot_cli.writers import CHAIN_WRITERS, Uids, local_uids
 from shared_io.audit_chain import (
     EXECUTOR_CHAIN_DIR,
     GENESIS,
     HASH_FIELD,
+    MAC_FIELD,
     ROOT_CHAIN_DIR,
     Head,
+    Key,
     day_head_path,
     entry_hash,
     plan_head_path,
     read_head,
+    read_key,
 )
 from shared_io.run import run as run_program
 
@@ -62,6 +77,8 @@ class ChainReport:
     of: str
     entries: int = 0
     head: int | None = None
+    #: Whether each link's key mark was checked (the writer's key read here).
+    keyed: bool = False
     problems: list[str] = field(default_factory=list)
     #: Entries that name this chain but that its writer did not send: not believed.
     not_its_writers: list[str] = field(default_factory=list)
@@ -72,6 +89,7 @@ class ChainReport:
             "of": self.of,
             "entries": self.entries,
             "head": self.head,
+            "keyed": self.keyed,
             "intact": not self.problems,
             "problems": self.problems,
             "not_from_its_writer": self.not_its_writers,
@@ -113,21 +131,11 @@ def read_entries(matches: list[str], against: Path | None) -> list[dict[str, str
     return entries
 
 
-def _uid(name: str) -> str | None:
-    try:
-        return str(pwd.getpwnam(name).pw_uid)
-    except KeyError:
-        return None
-
-
-def trusted_writer(entry: Mapping[str, str], remote: bool, executor_uid: str | None) -> bool:
-    """Whether ``entry`` comes from the writer its ``CHAIN`` names."""
-    uid, unit = entry.get("_UID"), entry.get("_SYSTEMD_UNIT", "")
-    if entry.get("CHAIN") == "root":
-        return uid == "0"
-    if entry.get("CHAIN") != "executor" or not unit.startswith("opsbot-"):
-        return False
-    return remote or (executor_uid is not None and uid == executor_uid)
+def trusted_writer(entry: Mapping[str, str], uids: Uids) -> bool:
+    """Whether ``entry`` comes from the writer its ``CHAIN`` names (its units, as its
+    user: ``uids`` this host's, None for a collector's copy)."""
+    writers = CHAIN_WRITERS.get(entry.get("CHAIN", ""), ())
+    return any(writer.sent(entry, uids) for writer in writers)
 
 
 def _where(entry: Mapping[str, str]) -> str:
@@ -139,14 +147,27 @@ def _where(entry: Mapping[str, str]) -> str:
     return f"{entry.get('EVENT', '?')} at {when}"
 
 
+def _unkeyed(entry: Mapping[str, str], key: Key) -> bool:
+    """Whether ``entry`` lacks its writer's key mark: a wrong one, or none though it was
+    sent after the key was made (journald's time of it; an entry sent before has none)."""
+    mark = entry.get(MAC_FIELD)
+    if mark is None:
+        sent = entry.get("__REALTIME_TIMESTAMP", "")
+        return not sent.isdigit() or int(sent) >= key.since_us
+    expected = key.mark(entry.get(HASH_FIELD, ""))
+    return not hmac.compare_digest(mark.encode(), expected.encode())  # any text, compared
+
+
 def check_chain(
     report: ChainReport,
     entries: list[dict[str, str]],
     seq_field: str,
     prev_field: str,
     head: Head | None,
+    key: Key | None = None,
 ) -> None:
-    """The checks above, for one chain's ``entries`` in journal order."""
+    """The checks above, for one chain's ``entries`` in journal order; the key marks
+    where its writer's ``key`` is given."""
     report.entries = len(entries)
     report.head = head.seq if head is not None else None
     numbered: dict[int, dict[str, str]] = {}
@@ -203,6 +224,21 @@ def check_chain(
                 f"altered: #{last} ({_where(numbered[last])}) is not the entry its writer "
                 "recorded last"
             )
+    if head is not None:
+        for seq in sorted(n for n in numbered if n > head.seq):
+            report.problems.append(
+                f"past the head: #{seq} ({_where(numbered[seq])}) is numbered after #"
+                f"{head.seq}, the last entry its writer recorded: made up, or its writer was "
+                "killed between sending it and keeping its head"
+            )
+    if key is not None:
+        report.keyed = True
+        for entry in entries:
+            if entry.get(seq_field, "").isdigit() and _unkeyed(entry, key):
+                report.problems.append(
+                    f"unkeyed: #{entry[seq_field]} ({_where(entry)}) does not carry its "
+                    f"writer's key mark ({MAC_FIELD}): made up by someone who read the chain"
+                )
 
 
 def _read_head(path: Path) -> Head | None:
@@ -211,6 +247,18 @@ def _read_head(path: Path) -> Head | None:
     except OSError:
         return None  # not readable here (an operator): the chain alone is checked
     return head if head.seq else None
+
+
+def _read_key(directory: Path, head: Head | None, against: Path | None) -> Key | None:
+    """The key a chain's links are checked with: its writer's here, for this host's own
+    journal or a copy of a chain this host keeps the head of; None when it is not
+    readable (an operator) or the copy is another host's."""
+    if against is not None and head is None:
+        return None
+    try:
+        return read_key(directory)
+    except OSError:
+        return None
 
 
 def _forged(entry: Mapping[str, str], name: str, seq_field: str) -> str:
@@ -239,22 +287,28 @@ class Chains:
 def grouped(entries: Iterable[dict[str, str]], remote: bool) -> Chains:
     """Each chained entry under the chain it names, trusted only from that chain's writer
     (:func:`trusted_writer`)."""
-    executor_uid = _uid("opsbot-executor")
+    uids = None if remote else local_uids()
     chains = Chains()
     for entry in entries:
         name = entry.get("CHAIN", "")
         if HASH_FIELD not in entry or name not in CHAIN_DIRS:
             continue
-        into = chains.trusted if trusted_writer(entry, remote, executor_uid) else chains.forged
+        into = chains.trusted if trusted_writer(entry, uids) else chains.forged
         into.setdefault(name, []).append(entry)
     return chains
 
 
 def _report(
-    chains: Chains, name: str, of: str, seq_field: str, prev_field: str, head: Head | None
+    chains: Chains,
+    name: str,
+    of: str,
+    fields: tuple[str, str],
+    head: Head | None,
+    key: Key | None,
 ) -> ChainReport:
     report = ChainReport(name, of)
-    check_chain(report, chains.trusted.get(name, []), seq_field, prev_field, head)
+    seq_field, _ = fields
+    check_chain(report, chains.trusted.get(name, []), *fields, head, key)
     report.not_its_writers = [
         _forged(entry, name, seq_field) for entry in chains.forged.get(name, [])
     ]
@@ -270,7 +324,8 @@ def verify_plan(plan_id: str, against: Path | None) -> list[ChainReport]:
         head = _read_head(plan_head_path(directory, plan_id))
         if name not in chains.names() and head is None:
             continue
-        reports.append(_report(chains, name, plan_id, "CHAIN_SEQ", "CHAIN_PREV", head))
+        key = _read_key(directory, head, against)
+        reports.append(_report(chains, name, plan_id, ("CHAIN_SEQ", "CHAIN_PREV"), head, key))
     return reports
 
 
@@ -286,6 +341,7 @@ def verify_days(since: datetime, against: Path | None, today: datetime) -> list[
             if name not in chains.names() and head is None:
                 continue
             of = f"day-{name_of_day}"
-            reports.append(_report(chains, name, of, "DAY_SEQ", "DAY_PREV", head))
+            key = _read_key(directory, head, against)
+            reports.append(_report(chains, name, of, ("DAY_SEQ", "DAY_PREV"), head, key))
         day += timedelta(days=1)
     return reports

@@ -1,9 +1,13 @@
 """A plan's story from the journal, believing only what opsbot itself wrote (what
-``opsbot audit`` reads).
+``opsbot audit`` and the agent's ``plan_story`` read).
 
-Any local user can log a ``PLAN_ID=`` field. An entry counts only if its trusted fields
-(set by journald from the sender's credentials, not by the sender) show it came from
-root or from one of opsbot's units running as one of opsbot's users.
+Any local user can log a ``PLAN_ID=`` field, and each of opsbot's users can log any
+event. An entry counts only if its trusted fields (set by journald from the sender's
+credentials, not by the sender) show it came from the writer of its event
+(opsbot_cli/writers.py: decisions from root, steps and verdicts from the executor's
+units as its user, diagnoses from the diagnosis units as theirs). One of opsbot's
+writers logging another's event is shown apart, "not from its writer", never as the
+plan's history; an entry from no writer is only counted.
 
 On a journal collector (systemd-journal-remote ``--split-mode=host``), every sending host
 has its own files, ``remote-NAME.journal`` under /var/log/journal/remote. There
@@ -11,9 +15,9 @@ has its own files, ``remote-NAME.journal`` under /var/log/journal/remote. There
 source (:func:`read_host_story`): an entry of NAME's files counts for NAME only if
 
 (a) its ``_HOSTNAME`` is NAME's host: a host never speaks for another;
-(b) it passes the trusted rule as that host's journald recorded it: uid 0, or a unit
-    ``opsbot-*`` (opsbot's users' uids on that host are unknown here, and the collector's
-    own passwd says nothing about them);
+(b) it comes from its event's writer as that host's journald recorded it: root as
+    uid 0, the others from their units (opsbot's users' uids on that host are unknown
+    here, and the collector's own passwd says nothing about them);
 (c) NAME's own opsbot-executor.service logged accepting the plan (a trusted
     ``plan.accepted`` entry of that source): a host cannot speak about a plan it does not
     hold.
@@ -32,9 +36,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from plans import EXECUTOR_UNIT, EXECUTOR_USER
+from opsbot_cli.writers import EXECUTOR, NotItsWriter, Uids, judge, local_uids
 
-OPSBOT_USERS = (EXECUTOR_USER, "opsbot-diagnose")
 #: Where systemd-journal-remote writes by default.
 REMOTE_DIR = Path("/var/log/journal/remote")
 #: Which host each source named by its address is (lines "ADDRESS HOST", # comments).
@@ -98,6 +101,29 @@ class AuditEntry:
 
 
 @dataclass(frozen=True)
+class Apart:
+    """An entry one of opsbot's writers sent about another writer's event (the diagnose
+    user logging ``plan.approved``): shown apart, never as the plan's history."""
+
+    entry: AuditEntry
+    why: NotItsWriter
+
+    def as_json(self) -> dict[str, Any]:
+        return {**self.entry.as_json(), "not_from_its_writer": str(self.why)}
+
+
+@dataclass(frozen=True)
+class Story:
+    """A plan's story on this host: the entries that count, oldest first; those shown
+    apart (``apart``: not from their event's writer); how many entries naming the plan
+    none of opsbot's writers sent (``ignored``)."""
+
+    entries: list[AuditEntry]
+    apart: list[Apart]
+    ignored: int
+
+
+@dataclass(frozen=True)
 class Forged:
     """An entry one source sent about a plan or a host that is not its to speak of."""
 
@@ -113,29 +139,22 @@ class Forged:
 class HostStory:
     """One sending host's story of a plan on a collector: what its files hold that it may
     say (``entries``), how many entries naming the plan it may not (``ignored``: untrusted
-    or forged), and the forged ones with their reason."""
+    or forged), the forged ones with their reason, and those shown apart (not from their
+    event's writer)."""
 
     host: str
     files: tuple[Path, ...]
     entries: list[AuditEntry]
     ignored: int
     forged: list[Forged] = field(default_factory=list)
+    apart: list[Apart] = field(default_factory=list)
 
 
-#: An entry's verdict: None when it counts, else why not.
-Judge = Callable[[Mapping[str, Any]], str | None]
+#: An entry's verdict: None when it counts; the writer of its event when one of opsbot's
+#: other writers sent it (shown apart); else why it is ignored.
+Judge = Callable[[Mapping[str, Any]], str | NotItsWriter | None]
 #: The reason of an entry ignored for its trusted fields alone (not counted as forged).
 UNTRUSTED = "not written by opsbot"
-
-
-def _opsbot_uids() -> set[int]:
-    uids = set()
-    for name in OPSBOT_USERS:
-        try:
-            uids.add(pwd.getpwnam(name).pw_uid)
-        except KeyError:
-            pass
-    return uids
 
 
 def _user(uid: Any, *, named: bool) -> str:
@@ -155,19 +174,18 @@ def _user(uid: Any, *, named: bool) -> str:
     return f"uid {number}"
 
 
-def trusted(entry: Mapping[str, Any], opsbot_uids: set[int]) -> bool:
-    uid = entry.get("_UID")
-    unit = str(entry.get("_SYSTEMD_UNIT", ""))
-    if uid == 0:
-        return True
-    return uid in opsbot_uids and unit.startswith("opsbot-")
+def judged(uids: Uids) -> Judge:
+    """The judge of a story read with ``uids`` (None on a collector): its event's writer
+    counts (opsbot_cli/writers.py), another of opsbot's is shown apart, anyone else is
+    ignored."""
 
+    def judge_entry(raw: Mapping[str, Any]) -> str | NotItsWriter | None:
+        verdict = judge(raw, uids)
+        if verdict is None:
+            return UNTRUSTED
+        return verdict if isinstance(verdict, NotItsWriter) else None
 
-def trusted_remote(entry: Mapping[str, Any]) -> bool:
-    """The trusted rule on a collector, as the sending host's journald recorded the entry:
-    root, or one of opsbot's units (as whichever user: its uids are the host's)."""
-    unit = entry.get("_SYSTEMD_UNIT")
-    return entry.get("_UID") == 0 or (isinstance(unit, str) and unit.startswith("opsbot-"))
+    return judge_entry
 
 
 def _open(files: tuple[Path, ...] | None) -> Any:
@@ -178,74 +196,90 @@ def _open(files: tuple[Path, ...] | None) -> Any:
     return journal.Reader(files=[str(f) for f in files])
 
 
+#: Entries a judge did not keep, each with its verdict.
+Rest = list[tuple[str | NotItsWriter, dict[str, Any]]]
+
+
 def _matching(
-    field_name: str, value: str, judge: Judge, files: tuple[Path, ...] | None = None
-) -> tuple[list[dict[str, Any]], list[tuple[str, dict[str, Any]]]]:
+    field_name: str, value: str, judge_entry: Judge, files: tuple[Path, ...] | None = None
+) -> tuple[list[dict[str, Any]], Rest]:
     """Entries with ``field_name=value`` (of ``files``, else of the local journal): the
-    ones ``judge`` keeps, and the others with the reason it gave."""
+    ones ``judge_entry`` keeps, and the others with its verdict."""
     reader = _open(files)
     try:
         reader.add_match(**{field_name: value})
         kept: list[dict[str, Any]] = []
-        ignored: list[tuple[str, dict[str, Any]]] = []
+        rest: Rest = []
         for raw in reader:
-            reason = judge(raw)
-            if reason is None:
+            verdict = judge_entry(raw)
+            if verdict is None:
                 kept.append(raw)
             else:
-                ignored.append((reason, raw))
-        return kept, ignored
+                rest.append((verdict, raw))
+        return kept, rest
     finally:
         reader.close()
 
 
+def _entry(raw: Mapping[str, Any], named: bool) -> AuditEntry:
+    unit = str(raw.get("_SYSTEMD_UNIT") or raw.get("SYSLOG_IDENTIFIER") or "?")
+    user = "root" if raw.get("_UID") == 0 else str(raw.get("_UID"))
+    return AuditEntry(
+        time=raw["__REALTIME_TIMESTAMP"],
+        source=f"{unit} (uid {user})",
+        event=str(raw.get("EVENT", raw.get("MESSAGE", ""))),
+        fields={k: str(raw[k]) for k in FIELDS_SHOWN if k in raw},
+        plan_id=str(raw.get("PLAN_ID") or ""),
+        peer=_user(raw.get("PEER_UID"), named=named),
+    )
+
+
 def _story(
-    plan_id: str, judge: Judge, files: tuple[Path, ...] | None = None
-) -> tuple[list[AuditEntry], list[tuple[str, dict[str, Any]]]]:
-    """The entries ``judge`` keeps of ``plan_id``'s story, oldest first, and each entry it
-    ignored (once) with its reason. Run ids are looked up in the same files."""
-    raws, ignored = _matching("PLAN_ID", plan_id, judge, files)
-    follow, follow_ignored = _matching("FOLLOW_UP_OF", plan_id, judge, files)
+    plan_id: str, judge_entry: Judge, files: tuple[Path, ...] | None = None
+) -> tuple[list[AuditEntry], list[Apart], list[tuple[str, dict[str, Any]]]]:
+    """The entries ``judge_entry`` keeps of ``plan_id``'s story, oldest first; those it
+    shows apart, oldest first; and each entry it ignored (once) with its reason. Run ids
+    are looked up in the same files, from the kept entries only."""
+    raws, rest = _matching("PLAN_ID", plan_id, judge_entry, files)
+    follow, follow_rest = _matching("FOLLOW_UP_OF", plan_id, judge_entry, files)
     raws += follow
-    ignored += follow_ignored
+    rest += follow_rest
     # An incident's id is its first plan's: the plans the executor put in it (its
     # plan.accepted entries say INCIDENT=) tell the rest of the story, each with its own.
-    joined, joined_ignored = _matching("INCIDENT", plan_id, judge, files)
-    ignored += joined_ignored
+    joined, joined_rest = _matching("INCIDENT", plan_id, judge_entry, files)
+    rest += joined_rest
     for other in sorted({str(r["PLAN_ID"]) for r in joined if r.get("PLAN_ID")} - {plan_id}):
         for field_name in ("PLAN_ID", "FOLLOW_UP_OF"):
-            more, more_ignored = _matching(field_name, other, judge, files)
+            more, more_rest = _matching(field_name, other, judge_entry, files)
             raws += more
-            ignored += more_ignored
+            rest += more_rest
     for run_id in sorted({str(r["RUN_ID"]) for r in raws if r.get("RUN_ID")}):
-        more, more_ignored = _matching("RUN_ID", run_id, judge, files)
+        more, more_rest = _matching("RUN_ID", run_id, judge_entry, files)
         raws += more
-        ignored += more_ignored
+        rest += more_rest
     seen: set[str] = set()
     entries: list[AuditEntry] = []
     for raw in sorted(raws, key=lambda r: r["__REALTIME_TIMESTAMP"]):
         cursor = str(raw["__CURSOR"])
-        if cursor in seen:
-            continue
-        seen.add(cursor)
-        unit = str(raw.get("_SYSTEMD_UNIT") or raw.get("SYSLOG_IDENTIFIER") or "?")
-        user = "root" if raw.get("_UID") == 0 else str(raw.get("_UID"))
-        entries.append(
-            AuditEntry(
-                time=raw["__REALTIME_TIMESTAMP"],
-                source=f"{unit} (uid {user})",
-                event=str(raw.get("EVENT", raw.get("MESSAGE", ""))),
-                fields={k: str(raw[k]) for k in FIELDS_SHOWN if k in raw},
-                plan_id=str(raw.get("PLAN_ID") or ""),
-                peer=_user(raw.get("PEER_UID"), named=files is None),
-            )
-        )
-    once = {str(raw["__CURSOR"]): (reason, raw) for reason, raw in ignored}
-    return entries, [once[c] for c in sorted(once)]
+        if cursor not in seen:
+            seen.add(cursor)
+            entries.append(_entry(raw, named=files is None))
+    once = {str(raw["__CURSOR"]): (verdict, raw) for verdict, raw in rest}
+    apart: list[Apart] = []
+    ignored: list[tuple[str, dict[str, Any]]] = []
+    for cursor in sorted(once):
+        verdict, raw = once[cursor]
+        if isinstance(verdict, NotItsWriter):
+            apart.append(Apart(_entry(raw, named=files is None), verdict))
+        else:
+            ignored.append((verdict, raw))
+    apart.sort(key=lambda a: a.entry.time)
+    return entries, apart, ignored
 
 
-def read_story(plan_id: str) -> tuple[list[AuditEntry], int]:
-    """Trusted entries for ``plan_id``, oldest first, and how many were ignored.
+def read_story(plan_id: str) -> Story:
+    """The entries of ``plan_id``'s story that count, oldest first; those shown apart; how
+    many were ignored.
 
     The story starts with the diagnosis that proposed the plan: its run id, recorded in
     trusted entries when the plan was accepted, brings in every step of that run; and it
@@ -253,9 +287,8 @@ def read_story(plan_id: str) -> tuple[list[AuditEntry], int]:
     of an incident's first plan is the incident's: its story goes on with every plan
     the executor put in the incident (INCIDENT=), in order.
     """
-    uids = _opsbot_uids()
-    entries, ignored = _story(plan_id, lambda raw: None if trusted(raw, uids) else UNTRUSTED)
-    return entries, len(ignored)
+    entries, apart, ignored = _story(plan_id, judged(local_uids()))
+    return Story(entries, apart, len(ignored))
 
 
 # -- a collector ----------------------------------------------------------------------------
@@ -318,42 +351,43 @@ def _field(entry: Mapping[str, Any], name: str) -> str | None:
 
 def _accepted_here(plan_id: str, host: str, files: tuple[Path, ...]) -> bool:
     """Whether ``host``'s own opsbot-executor.service logged accepting ``plan_id`` (an
-    entry of its files that says it is ``host``'s and passes the trusted rule)."""
+    entry of its files that says it is ``host``'s and comes from the executor's unit)."""
 
-    def judge(raw: Mapping[str, Any]) -> str | None:
+    def judge_entry(raw: Mapping[str, Any]) -> str | None:
         ok = (
             _field(raw, "_HOSTNAME") == host
-            and _field(raw, "_SYSTEMD_UNIT") == EXECUTOR_UNIT
-            and trusted_remote(raw)
             and _field(raw, "EVENT") == "plan.accepted"
+            and judge(raw, None) is EXECUTOR
         )
         return None if ok else UNTRUSTED
 
-    kept, _ = _matching("PLAN_ID", plan_id, judge, files)
+    kept, _ = _matching("PLAN_ID", plan_id, judge_entry, files)
     return bool(kept)
 
 
 def read_host_story(plan_id: str, host: str, files: tuple[Path, ...]) -> HostStory:
     """What ``host``'s files tell of ``plan_id``, by rules (a), (b), (c) of this module."""
     holds = _accepted_here(plan_id, host, files)
+    by_writer = judged(None)
 
-    def judge(raw: Mapping[str, Any]) -> str | None:
+    def judge_entry(raw: Mapping[str, Any]) -> str | NotItsWriter | None:
         claimed = _field(raw, "_HOSTNAME")
         if claimed != host:
             return f"claims to be host {claimed or '(none)'}, sent by {host}"
-        if not trusted_remote(raw):
-            return UNTRUSTED
+        verdict = by_writer(raw)
+        if verdict == UNTRUSTED:
+            return verdict
         if not holds and plan_id in (_field(raw, "PLAN_ID"), _field(raw, "FOLLOW_UP_OF")):
             return f"{host}'s opsbot-executor.service never accepted plan {plan_id}"
-        return None
+        return verdict
 
-    entries, ignored = _story(plan_id, judge, files)
+    entries, apart, ignored = _story(plan_id, judge_entry, files)
     forged = [
         Forged(host, _field(raw, "_HOSTNAME") or "", reason)
         for reason, raw in ignored
         if reason != UNTRUSTED
     ]
-    return HostStory(host, files, entries, len(ignored), forged)
+    return HostStory(host, files, entries, len(ignored), forged, apart)
 
 
 def forged_of(stories: Iterable[HostStory]) -> list[Forged]:

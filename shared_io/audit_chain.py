@@ -14,10 +14,17 @@ order journald receives them:
     executor   /var/lib/opsbot/audit               (opsbot-executor)
     root       /var/lib/opsbot-approvals/audit     (root)
 
+The hash has no key: anyone who reads the journal can recompute it, and the next link's.
+So each entry also carries ``AUDIT_MAC``, the HMAC-SHA256 of its hash under its writer's
+secret key (``key`` in that directory, 0600, made by the writer at its first entry): only
+the writer (and root) can mark a link, and a reader who makes up the next one cannot.
+
 What it proves, honestly: an edit or deletion by anyone who does not rewrite the chain
-from the edit on, and the heads. Root on the host can do that; against root only a copy
-off the host helps (the fleet's journal collector, ``--against``; or journald's Forward
-Secure Sealing with the verification key kept elsewhere).
+from the edit on, and the heads; and, where the key is read (root on the host), that each
+link was made by a holder of its writer's key. Root on the host can do all of that;
+against root only a copy off the host helps (the fleet's journal collector,
+``--against``; or journald's Forward Secure Sealing with the verification key kept
+elsewhere).
 """
 
 from __future__ import annotations
@@ -25,9 +32,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import hmac
 import json
 import os
 import re
+import secrets
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -37,9 +46,14 @@ from pathlib import Path
 PLAN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{8}")
 
 GENESIS = "0" * 64
-#: Fields the writer sends that are not hashed: the hash itself. journald adds ``_*``
-#: and ``__*`` fields, python-systemd ``CODE_*``: none of those is the writer's to sign.
+#: Fields the writer sends that are not hashed: the hash itself and its key's mark.
+#: journald adds ``_*`` and ``__*`` fields, python-systemd ``CODE_*``: none of those is
+#: the writer's to sign.
 HASH_FIELD = "AUDIT_HASH"
+MAC_FIELD = "AUDIT_MAC"
+#: A writer's secret key, in its chain directory: 64 hex digits, its writer's alone.
+KEY_FILE = "key"
+_KEY_TEXT = re.compile(r"[0-9a-f]{64}")
 CHAIN_FIELDS = ("CHAIN", "CHAIN_SEQ", "CHAIN_PREV", "AUDIT_DAY", "DAY_SEQ", "DAY_PREV")
 
 EXECUTOR_CHAIN_DIR = Path("/var/lib/opsbot/audit")
@@ -52,12 +66,25 @@ class Head:
     hash: str
 
 
+@dataclass(frozen=True)
+class Key:
+    """A writer's secret key, and since when it marks the writer's entries (its file's
+    time, in microseconds since the epoch as journald counts an entry's)."""
+
+    secret: bytes
+    since_us: int
+
+    def mark(self, digest: str) -> str:
+        """The ``AUDIT_MAC`` of an entry whose ``AUDIT_HASH`` is ``digest``."""
+        return hmac.new(self.secret, digest.encode(), hashlib.sha256).hexdigest()
+
+
 def signed_fields(fields: Mapping[str, str]) -> dict[str, str]:
     """The fields an entry's hash covers: what its writer sent, but the hash."""
     return {
         k: v
         for k, v in fields.items()
-        if not k.startswith("_") and not k.startswith("CODE_") and k != HASH_FIELD
+        if not k.startswith("_") and not k.startswith("CODE_") and k not in (HASH_FIELD, MAC_FIELD)
     }
 
 
@@ -74,6 +101,46 @@ def read_head(path: Path) -> Head:
         return Head(0, GENESIS)
     seq, _, digest = text.strip().partition(" ")
     return Head(int(seq), digest) if seq.isdigit() else Head(0, GENESIS)
+
+
+def read_key(directory: Path) -> Key:
+    """The key of the writer whose chains are in ``directory``; OSError when there is
+    none, it is not this process's to read, or it is not a key (a symlink is not
+    followed)."""
+    path = directory / KEY_FILE
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        text = os.read(fd, 200).decode("ascii", "replace").strip()
+        made = os.fstat(fd).st_mtime_ns // 1000
+    finally:
+        os.close(fd)
+    if _KEY_TEXT.fullmatch(text) is None:
+        raise OSError(f"{path}: not a key")
+    return Key(bytes.fromhex(text), made)
+
+
+def _own_key(directory: Path) -> Key:
+    """The writer's key, made (32 random bytes, mode 0600) when it has none yet: written
+    whole under another name, then linked in, so that of two processes of one writer
+    making it at once, both use the one linked first."""
+    try:
+        return read_key(directory)
+    except FileNotFoundError:
+        pass
+    made = directory / f".key-{os.getpid()}-{secrets.token_hex(4)}"
+    fd = os.open(made, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, f"{secrets.token_hex(32)}\n".encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(made, directory / KEY_FILE)
+    except FileExistsError:
+        pass
+    finally:
+        made.unlink()
+    return read_key(directory)
 
 
 def plan_head_path(directory: Path, plan_id: str) -> Path:
@@ -109,12 +176,14 @@ class Chain:
     def __init__(self, name: str, directory: Path) -> None:
         self.name = name
         self.directory = directory
+        self._key: Key | None = None
 
     @contextlib.contextmanager
     def link(self, fields: dict[str, str], now: datetime | None = None) -> Iterator[None]:
-        """Add the chain fields and ``AUDIT_HASH`` to ``fields`` (an entry about a plan);
-        the block sends it; the heads move when it is sent. An entry whose heads cannot
-        be kept (the directory is not this process's to write) is left unchained."""
+        """Add the chain fields, ``AUDIT_HASH`` and ``AUDIT_MAC`` to ``fields`` (an entry
+        about a plan); the block sends it; the heads move when it is sent. An entry whose
+        heads or key cannot be kept (the directory is not this process's to write) is
+        left unchained."""
         plan_id = fields.get("PLAN_ID", "")
         if PLAN_ID.fullmatch(plan_id) is None:
             yield
@@ -122,6 +191,7 @@ class Chain:
         day = (now or datetime.now(UTC)).strftime("%Y%m%d")
         try:
             self.directory.mkdir(mode=0o750, exist_ok=True)
+            key = self._key = self._key or _own_key(self.directory)
             plan = _Locked(plan_head_path(self.directory, plan_id))
         except OSError:
             yield
@@ -145,6 +215,7 @@ class Chain:
             )
             digest = entry_hash(fields)
             fields[HASH_FIELD] = digest
+            fields[MAC_FIELD] = key.mark(digest)
             yield
             plan.write(Head(at_plan.seq + 1, digest))
             daily.write(Head(at_day.seq + 1, digest))

@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from opsbot_cli.story import AuditEntry
+from opsbot_cli.story import Apart, AuditEntry
 from plans import step_argv
 from shared_io.exit_codes import TABLE
 from shared_schema.text import printable
@@ -254,11 +254,18 @@ def plan_result(detail: Mapping[str, Any]) -> str:
 
 
 def story_result(
-    plan_id: str, state: str, entries: Sequence[AuditEntry], ignored: int, summary: str
+    plan_id: str,
+    state: str,
+    entries: Sequence[AuditEntry],
+    ignored: int,
+    summary: str,
+    apart: Sequence[Apart] = (),
 ) -> str:
     """``opsbot audit ID``: the plan's trusted journal entries, oldest first, each with
     its time, event, source and the fields opsbot itself sets; ``summary`` (the audit's
-    one line, which names the goal), every other field and each event name quoted."""
+    one line, which names the goal), every other field and each event name quoted. The
+    entries ``apart`` (one of opsbot's users logging another writer's event) are left out
+    of the story: each said by its event and source only, and whose event it is."""
     quoted = Quoted()
     quoted.add("summary", summary)
     lines = [
@@ -288,6 +295,15 @@ def story_result(
             if key not in plain and value
         )
         quoted.add(f"entry {number} fields", rest)
+    for one in apart:
+        event = one.entry.event if EVENT.fullmatch(one.entry.event) else "(an event quoted)"
+        source = one.entry.source if SOURCE.fullmatch(one.entry.source) else "(a source)"
+        lines.append(
+            f"left out, not from its writer: {event} [{source}] at {one.entry.time.isoformat()}"
+            f": {one.why}; not the plan's history"
+        )
+        if not EVENT.fullmatch(one.entry.event):
+            quoted.add("left-out event", one.entry.event)
     if ignored:
         lines.append(f"({ignored} entries naming this plan were ignored: not written by opsbot)")
     lines.append(NO_CHANGE)

@@ -54,10 +54,12 @@ def show_plan(paths: Paths, plan_id: str) -> str:
 def plan_story(paths: Paths, plan_id: str) -> str:
     """``opsbot audit ID`` for this host: the plan must be one the executor shows this
     user (an operator's), then its trusted journal entries (root, or group
-    systemd-journal, reads them)."""
+    systemd-journal, reads them); an entry not from its event's writer is left out of
+    the story and said apart (opsbot_cli/writers.py)."""
     detail = show.fetched(paths, plan_id_arg(plan_id))
-    entries, ignored = read_story(plan_id)
-    if not entries:
+    story = read_story(plan_id)
+    if not story.entries:
         raise audit.nothing_found(plan_id)
-    summary = audit.summary(plan_id, entries, verbose=True)
-    return results.story_result(plan_id, detail["summary"]["state"], entries, ignored, summary)
+    summary = audit.summary(plan_id, story.entries, verbose=True)
+    state = detail["summary"]["state"]
+    return results.story_result(plan_id, state, story.entries, story.ignored, summary, story.apart)

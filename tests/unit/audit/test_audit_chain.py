@@ -112,8 +112,8 @@ def test_an_entry_made_up_to_replace_one_does_not_link(tmp_path: Path) -> None:
 def test_a_link_forged_by_another_uid_is_named_and_not_believed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The hash has no key: the diagnose user (in group systemd-journal) reads the last
-    link and forges the next, a ``plan.verified`` #6 with a right hash and link, from its
+    """The hash alone has no key: the diagnose user (in group systemd-journal) reads the
+    last link and forges the next, a ``plan.verified`` #6 with a right hash and link, from its
     own unit. journald records its uid: ``opsbot audit --verify`` does not believe it: the
     executor's chain is the five entries its writer sent, intact, and the forgery is
     listed apart (so logging such fields makes no chain fail either)."""
@@ -137,7 +137,7 @@ def test_a_link_forged_by_another_uid_is_named_and_not_believed(
             + "000000",
         }
     )
-    monkeypatch.setattr(audit_verify, "_uid", {"opsbot-executor": "997"}.get)
+    monkeypatch.setattr(audit_verify, "local_uids", lambda: {"root": 0, "opsbot-executor": 997})
     monkeypatch.setattr(audit_verify, "CHAIN_DIRS", {"executor": tmp_path})
     monkeypatch.setattr(audit_verify, "read_entries", lambda matches, against: [*entries, forged])
     [report] = audit_verify.verify_plan(PLAN, None)

@@ -1,11 +1,13 @@
 """How a writer chains its entries and keeps its heads (shared_io.audit_chain): which
-process writes which chain, the hash any verifier can recompute, head files only the
-writer's group can read and never followed through a symlink, and a head that cannot be
-read back that neither stops the writer logging nor misleads the verifier."""
+process writes which chain, the hash any verifier can recompute, the mark of the writer's
+own key on each link, head files only the writer's group can read and never followed
+through a symlink, and a head that cannot be read back that neither stops the writer
+logging nor misleads the verifier."""
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 import stat
 from datetime import UTC, datetime
@@ -17,6 +19,8 @@ from shared_io import audit_chain
 from shared_io.audit_chain import (
     EXECUTOR_CHAIN_DIR,
     GENESIS,
+    KEY_FILE,
+    MAC_FIELD,
     ROOT_CHAIN_DIR,
     Chain,
     Head,
@@ -24,10 +28,11 @@ from shared_io.audit_chain import (
     entry_hash,
     plan_head_path,
     read_head,
+    read_key,
     writer_chain,
 )
 from shared_io.log import journal_fields
-from tests.unit.audit.test_audit_chain import PLAN, problems, written
+from tests.unit.audit.test_audit_chain import EVENTS, PLAN, problems, written
 
 AT = datetime(2026, 12, 3, 6, 0, tzinfo=UTC)
 
@@ -137,3 +142,25 @@ def test_a_garbled_head_does_not_stop_the_writer_logging(tmp_path: Path) -> None
         pass
     assert (fields["CHAIN_SEQ"], fields["CHAIN_PREV"]) == ("1", GENESIS)
     assert read_head(plan_head_path(tmp_path, PLAN)) == Head(1, fields["AUDIT_HASH"])
+
+
+def test_a_writer_makes_its_key_once_for_itself_and_marks_each_link(tmp_path: Path) -> None:
+    """The first link makes the writer's key: 64 hex digits, mode 0600. Each link carries
+    the HMAC-SHA256 of its hash under it; another process of the writer uses the same
+    key."""
+    first, second = Chain("executor", tmp_path), Chain("executor", tmp_path)
+    entries = []
+    for n, chain in enumerate((first, second)):
+        fields = {"EVENT": EVENTS[n], "PLAN_ID": PLAN}
+        with chain.link(fields, now=AT):
+            pass
+        entries.append(fields)
+    path = tmp_path / KEY_FILE
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    secret = bytes.fromhex(path.read_text().strip())
+    assert len(secret) == 32 and read_key(tmp_path).secret == secret
+    for fields in entries:
+        mark = hmac.new(secret, fields["AUDIT_HASH"].encode(), hashlib.sha256).hexdigest()
+        assert fields[MAC_FIELD] == mark
+        assert entry_hash(fields) == fields["AUDIT_HASH"]  # the mark is not hashed
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".key-")] == []

@@ -1,13 +1,15 @@
 """``opsbot audit --verify`` as an operator runs it: the journal read through journalctl
 (scripted here, printing what journalctl prints and refusing what it refuses), each
-writer's chain of a plan or of the days since ``--since``, the heads on this host or a
-collector's copy of another host's journal. Every entry deleted, edited or made up is
-named; an entry a writer did not send is listed apart and never fails a chain; the JSON a
+writer's chain of a plan or of the days since ``--since``, the heads and keys on this
+host or a collector's copy of another host's journal. Every entry deleted, edited or made
+up is named (a link a reader made up, past its writer's head and without its key's
+mark); an entry a writer did not send is listed apart and never fails a chain; the JSON a
 script reads says all of it."""
 
 from __future__ import annotations
 
 import json
+import os
 import pwd
 import time
 from collections.abc import Iterator, Sequence
@@ -21,7 +23,7 @@ import pytest
 from opsbot_cli import audit_verify
 from opsbot_cli.audit_verify import verify_days, verify_plan
 from opsbot_cli.errors import ConsoleError
-from shared_io.audit_chain import GENESIS, Chain, entry_hash, plan_head_path
+from shared_io.audit_chain import GENESIS, KEY_FILE, MAC_FIELD, Chain, entry_hash, plan_head_path
 from shared_io.log import journal_fields
 from shared_io.run import OUTPUT_LIMIT as RUN_OUTPUT_LIMIT, RunResult, cut
 from tests.unit.audit.test_audit_chain import EVENTS, PLAN, problems, written
@@ -179,13 +181,15 @@ def forged(
 
 
 def chain_json(name: str, of: str, entries: int, head: int | None, **said: Any) -> dict[str, Any]:
-    """A chain as ``--verify --json`` prints it, intact unless ``problems`` says not."""
+    """A chain as ``--verify --json`` prints it, intact unless ``problems`` says not, its
+    links' key marks checked unless ``keyed`` says not."""
     problems = said.get("problems", [])
     return {
         "chain": name,
         "of": of,
         "entries": entries,
         "head": head,
+        "keyed": said.get("keyed", True),
         "intact": not problems,
         "problems": problems,
         "not_from_its_writer": said.get("not_from_its_writer", []),
@@ -256,6 +260,7 @@ def test_a_chains_json_says_each_thing_a_script_reads(host: Host) -> None:
             "of": PLAN,
             "entries": 2,
             "head": 3,
+            "keyed": True,
             "intact": False,
             "problems": ["missing: #2, after #1 (plan.accepted at 2026-12-03 06:00:00 UTC)"],
             "not_from_its_writer": [],
@@ -268,13 +273,14 @@ def test_against_reads_the_collectors_copy_and_believes_the_sending_hosts_execut
 ) -> None:
     """``--against DIR`` on a collector: the entries are those of the journal files under
     DIR, not this host's; the executor there runs as another uid than here, and its
-    entries are believed; this host keeps no head of that plan."""
+    entries are believed; this host keeps no head of that plan, so the chain is another
+    host's, checked without a head or a key (``keyed`` false)."""
     other_host = Chain("executor", tmp_path / "other-host")
     collector = tmp_path / "remote"
     host.journalctl.directories[str(collector)] = [
         host.sent(other_host, EVENTS[n], minutes(n), uid="4242") for n in range(3)
     ]
-    assert verified(collector) == [chain_json("executor", PLAN, 3, None)]
+    assert verified(collector) == [chain_json("executor", PLAN, 3, None, keyed=False)]
 
 
 def test_a_journal_journalctl_cannot_read_is_said_with_journalctls_words(
@@ -380,7 +386,7 @@ def test_a_link_forged_under_roots_chain_by_another_uid_is_listed_apart(host: Ho
     )
     assert verified() == [
         chain_json("executor", PLAN, 3, 3),
-        chain_json("root", PLAN, 0, None, not_from_its_writer=[not_believed]),
+        chain_json("root", PLAN, 0, None, keyed=False, not_from_its_writer=[not_believed]),
     ]
 
 
@@ -615,7 +621,7 @@ def test_since_against_reads_the_collectors_day_chains(host: Host, tmp_path: Pat
         host.sent(other_host, EVENTS[n], minutes(n), uid="4242") for n in range(3)
     ]
     assert days_json(AT, AT + timedelta(hours=1), collector) == [
-        chain_json("executor", "day-20261203", 3, None)
+        chain_json("executor", "day-20261203", 3, None, keyed=False)
     ]
 
 
@@ -627,3 +633,76 @@ def test_a_strangers_entry_naming_a_chain_without_a_hash_is_no_link_at_all(host:
     del hashless["AUDIT_HASH"]
     host.journalctl.journal.append(hashless)
     assert verified() == [chain_json("executor", PLAN, 3, 3)]
+
+
+# --- a reader's next link: the head and the key ----------------------------------------
+
+
+def next_link(last: Entry, uid: str, unit: str, **more: str) -> Entry:
+    """The link after ``last`` as a reader of the journal makes it: number, link and hash
+    right, sent as ``uid`` from ``unit``."""
+    seq = str(int(last["CHAIN_SEQ"]) + 1)
+    links = {"CHAIN": "executor", "CHAIN_SEQ": seq, "CHAIN_PREV": last["AUDIT_HASH"]}
+    return forged(minutes(5), uid, unit, "step.finished", **links, **more)
+
+
+def key_made_before(host: Host, when: int) -> None:
+    """The executor's key file dated ``when`` minutes after AT (its entries' clock)."""
+    at = (AT + timedelta(minutes=when)).timestamp()
+    os.utime(host.executor.directory / KEY_FILE, (at, at))
+
+
+def test_a_link_made_up_by_a_reader_is_refused_past_the_head_and_unkeyed(host: Host) -> None:
+    """Three links by the executor; a fourth made up by someone who read the third, as
+    if journald had put it in opsbot-apply.service as the executor's uid (a copy edited
+    on its way, a sender that raced its pid): its hash and link are right, but it is
+    numbered past the writer's head and carries no mark of its key, or a made-up one."""
+    entries = [host.log(host.executor, EVENTS[n], minutes(n)) for n in range(3)]
+    key_made_before(host, -1)
+    made_up = next_link(entries[-1], "997", "opsbot-apply.service")
+    host.journalctl.journal.append(made_up)
+    refused = [
+        "past the head: #4 (step.finished at 2026-12-03 06:05:00 UTC) is numbered after #3, "
+        "the last entry its writer recorded: made up, or its writer was killed between "
+        "sending it and keeping its head",
+        "unkeyed: #4 (step.finished at 2026-12-03 06:05:00 UTC) does not carry its writer's "
+        "key mark (AUDIT_MAC): made up by someone who read the chain",
+    ]
+    assert verified() == [chain_json("executor", PLAN, 4, 3, problems=refused)]
+    made_up[MAC_FIELD] = "0" * 64
+    assert verified() == [chain_json("executor", PLAN, 4, 3, problems=refused)]
+
+
+def test_links_sent_before_the_writer_had_a_key_need_no_mark(host: Host) -> None:
+    """A trail an older opsbot wrote, its links unmarked, before the key was made: intact;
+    the key marks what was sent after it."""
+    entries = [host.log(host.executor, EVENTS[n], minutes(n)) for n in range(3)]
+    for entry in entries:
+        del entry[MAC_FIELD]
+    key_made_before(host, 10)
+    assert verified() == [chain_json("executor", PLAN, 3, 3)]
+    key_made_before(host, 1)
+    said = verified()[0]["problems"]
+    assert [p.split(" (")[0] for p in said] == ["unkeyed: #2", "unkeyed: #3"], said
+
+
+def test_a_copy_of_this_hosts_trail_refuses_the_diagnose_users_next_link(
+    host: Host, tmp_path: Path
+) -> None:
+    """The collector's copy of this host's trail, checked here with ``--against``: the
+    diagnose user (in group systemd-journal) read the executor's last link and logged
+    the next from its own unit. The copy holds what this host's journald recorded, uid
+    998 in opsbot-diagnose.service: not the executor's units, so not believed, listed
+    apart; the chain is the executor's three, checked with this host's head and key."""
+    entries = [host.log(host.executor, EVENTS[n], minutes(n)) for n in range(3)]
+    copy = tmp_path / "copy"
+    made_up = next_link(entries[-1], "998", "opsbot-diagnose.service")
+    host.journalctl.directories[str(copy)] = [*entries, made_up]
+    not_believed = (
+        "#4 (step.finished at 2026-12-03 06:05:00 UTC) names the executor's chain but uid 998 "
+        "wrote it in opsbot-diagnose.service: not believed"
+    )
+    assert verified(copy) == [
+        chain_json("executor", PLAN, 3, 3, not_from_its_writer=[not_believed])
+    ]
+    assert audit_verify.trusted_writer(made_up, None) is False

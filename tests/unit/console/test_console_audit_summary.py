@@ -21,6 +21,8 @@ from opsbot_cli import story
 from opsbot_cli.audit import summary
 from opsbot_cli.main import main
 from opsbot_cli.story import AuditEntry
+from opsbot_cli.writers import DIAGNOSE_USER
+from plans import EXECUTOR_USER
 from shared_io.log import journal_fields
 from shared_io.run import run
 
@@ -54,12 +56,19 @@ def logged(seconds: int, event: str, *, uid: int, unit: str, **fields: str) -> d
     }
 
 
+def opsbot_users_are_nobody(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On this host, opsbot's writers' users (the executor's, the diagnosis's) are
+    OPSBOT_UID, as in these journals."""
+    users = {"root": 0, EXECUTOR_USER: OPSBOT_UID, DIAGNOSE_USER: OPSBOT_UID}
+    monkeypatch.setattr(story, "local_uids", lambda: users)
+
+
 def verified_story() -> list[dict[str, str]]:
     """A plan's whole life: diagnosis proposes it, the executor accepts it (from the
     diagnose user), bob approves it as root, the apply restarts app.service, it is
     VERIFIED."""
     executor = {"uid": OPSBOT_UID, "unit": "opsbot-executor.service"}
-    apply = {"uid": 0, "unit": "opsbot-apply.service", "plan_id": PLAN}
+    apply = {"uid": OPSBOT_UID, "unit": "opsbot-apply.service", "plan_id": PLAN}
     return [
         logged(0, "diagnose.step", uid=OPSBOT_UID, unit="opsbot-diagnose.service", run_id=RUN),
         logged(
@@ -104,7 +113,7 @@ def test_the_audit_of_a_plan_starts_with_its_summary(
     line, then the story, entry by entry; nothing over 100 columns."""
     journal = write_journal(tmp_path / "system.journal", verified_story())
     capsys.readouterr()  # what the runner logged writing it
-    monkeypatch.setattr(story, "OPSBOT_USERS", ("nobody",))
+    opsbot_users_are_nobody(monkeypatch)
     monkeypatch.setattr(story, "_open", lambda files: _reader(files or (journal,)))
     assert main(["audit", PLAN, "--no-pager"]) == 0
     lines = capsys.readouterr().out.splitlines()

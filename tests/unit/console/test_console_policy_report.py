@@ -31,6 +31,7 @@ from tests.unit.console.test_console_audit_summary import (
     RUN,
     logged,
     needs_journal_remote,
+    opsbot_users_are_nobody,
     write_journal,
 )
 from tests.unit.executor.conftest import RunningExecutor
@@ -322,7 +323,7 @@ def test_audit_says_the_rule_approved_it_and_shows_its_sha256(
     ]
     journal = write_journal(tmp_path / "system.journal", entries)
     capsys.readouterr()
-    monkeypatch.setattr(story, "OPSBOT_USERS", ("nobody",))
+    opsbot_users_are_nobody(monkeypatch)
 
     def reader(files: tuple[Path, ...] | None) -> object:
         from systemd import journal as systemd_journal

@@ -136,7 +136,7 @@ def web1_story() -> list[dict[str, str]]:
         entry(
             "web1",
             3,
-            uid=0,
+            uid=EXECUTOR_UID,
             unit="opsbot-apply.service",
             identifier="opsbot-apply",
             event="step.finished",
@@ -149,7 +149,7 @@ def web1_story() -> list[dict[str, str]]:
         entry(
             "web1",
             4,
-            uid=0,
+            uid=EXECUTOR_UID,
             unit="opsbot-apply.service",
             identifier="opsbot-apply",
             event="plan.applied",
@@ -269,6 +269,7 @@ def test_each_host_tells_its_own_story_and_forgeries_are_ignored(
     assert report["hosts"]["web2"] == {
         "files": ["remote-web2.journal"],
         "entries": [],
+        "not_from_its_writer": [],
         "ignored": 4,
     }
     assert sorted(report["ignored_forged"], key=lambda f: f["reason"]) == [
