@@ -19,7 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
 
 from diagnose_svc.tools import (
     HealthArgs,
@@ -31,6 +33,7 @@ from diagnose_svc.tools import (
     UnitStatus,
 )
 from diagnose_svc.tools._baseline_store import (
+    MAX_ENTRIES,
     BaselineEdge,
     BaselineListener,
     Snapshot,
@@ -40,8 +43,7 @@ from diagnose_svc.tools.read_config_edges import ConfigEdges, ConfigEdgesArgs
 from diagnose_svc.tools.read_connections import Connections, ConnectionsArgs
 from shared_schema import DiagnoseSettings, denied_reason, is_valid_unit_name
 
-#: Entries of each kind in one snapshot at most (a snapshot stays a few KiB).
-MAX_ENTRIES = 200
+_Entry = TypeVar("_Entry", BaselineEdge, BaselineListener)
 
 
 def snapshot(
@@ -66,36 +68,56 @@ def snapshot(
         if result.outcome != "ok" or result.status is None:
             return f"health target {result.target} {result.outcome}"
         answers[result.target] = result.status
-    edges: list[BaselineEdge] = []
-    listeners: list[BaselineListener] = []
+    edges: list[BaselineEdge | None] = []
+    listeners: list[BaselineListener | None] = []
     if connections is not None:
         for edge in connections.edges:
             if edge.server:
-                endpoint = edge.where
                 edges.append(
-                    BaselineEdge(
-                        client=edge.client, server=edge.server, endpoint=endpoint, source="observed"
+                    _entry(
+                        BaselineEdge,
+                        client=edge.client,
+                        server=edge.server,
+                        endpoint=edge.where,
+                        source="observed",
                     )
                 )
         for listener in connections.listeners:
             if listener.unit:
-                endpoint = listener.where
-                listeners.append(BaselineListener(unit=listener.unit, endpoint=endpoint))
+                listeners.append(
+                    _entry(BaselineListener, unit=listener.unit, endpoint=listener.where)
+                )
     if configured is not None:
         for c in configured.edges:
             edges.append(
-                BaselineEdge(
-                    client=c.client, server=c.server, endpoint=c.endpoint, source="configured"
+                _entry(
+                    BaselineEdge,
+                    client=c.client,
+                    server=c.server,
+                    endpoint=c.endpoint,
+                    source="configured",
                 )
             )
-    unique = {(e.client, e.server, e.endpoint): e for e in edges}
+    unique = {(e.client, e.server, e.endpoint): e for e in edges if e is not None}
     return Snapshot(
         taken_at=taken_at,
         units=dict(sorted(units.items())[:MAX_ENTRIES]),
-        listeners=sorted(listeners, key=lambda x: (x.unit, x.endpoint))[:MAX_ENTRIES],
+        listeners=sorted(
+            (x for x in listeners if x is not None), key=lambda x: (x.unit, x.endpoint)
+        )[:MAX_ENTRIES],
         edges=sorted(unique.values(), key=lambda e: (e.client, e.server, e.endpoint))[:MAX_ENTRIES],
-        health=answers,
+        health=dict(sorted(answers.items())[:MAX_ENTRIES]),
     )
+
+
+def _entry(kind: type[_Entry], **fields: str) -> _Entry | None:
+    """An edge or a listener as a snapshot keeps it, or None for one it cannot keep (a
+    name systemd's grammar refuses, an endpoint that is not one printable line): a
+    snapshot is read back only in that shape (tools/_baseline_store)."""
+    try:
+        return kind.model_validate(fields)
+    except ValidationError:
+        return None
 
 
 def _unhealthy(status: UnitStatus) -> bool:

@@ -2,7 +2,16 @@
 baseline.py takes them; read_baseline reads them): ``/var/lib/opsbot-diagnose/baseline/``
 (``StateDirectory=opsbot-diagnose``, 0700, the diagnose user's alone), each snapshot
 written atomically, kept at most :data:`KEEP_DAYS` days and :data:`MAX_BYTES` in all, and
-one that says what the newest says is not kept twice (the newest is refreshed)."""
+one that says what the newest says is not kept twice (the newest is refreshed).
+
+A subverted diagnose process can write anything here, and what it wrote outlives it (a
+reinstall keeps /var/lib). So a snapshot is evidence only in the shape a healthy host
+leaves: unit names by systemd's grammar, at most :data:`MAX_ENTRIES` of each kind, an
+endpoint of one printable line, and a time that is not ahead of the clock (one dated in
+the future would be kept, and be the newest, for ever); anything else is dropped as if
+half-written. A forgery in that shape stays possible: what a diagnosis builds on it is a
+proposal, and a standing rule acts only on root's own reading of each unit
+(plans/readings.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +20,13 @@ import json
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Annotated, Literal
 
-from pydantic import ValidationError
+from pydantic import AwareDatetime, Field, StringConstraints, ValidationError
 
 from diagnose_svc._model import Model
 from shared_io.files import write_atomic
+from shared_schema import UnitName
 
 #: Where, unless systemd says otherwise ($STATE_DIRECTORY of StateDirectory=).
 DEFAULT_STATE = Path("/var/lib/opsbot-diagnose")
@@ -23,31 +34,45 @@ KEEP_DAYS = 3
 #: All snapshots together at most (the oldest go first).
 MAX_BYTES = 256 * 1024
 PREFIX = "snapshot-"
+#: Entries of each kind in one snapshot at most (a snapshot stays a few KiB).
+MAX_ENTRIES = 200
+#: How far ahead of the clock a snapshot's time may be (clocks step back a little).
+CLOCK_SKEW = timedelta(minutes=5)
+
+#: Where a unit listened or was reached: "address:port", ":port", or a Unix socket's path;
+#: one printable line (it is quoted in a plan's reason).
+Endpoint = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[!-~]+$")]
+#: A unit's "ActiveState/SubState".
+State = Annotated[str, StringConstraints(max_length=64, pattern=r"^[a-z-]+/[a-z-]+$")]
+#: A health target's name, as [diagnose.health.NAME] allows one (shared_schema.config).
+TargetName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")]
+#: An HTTP status.
+Status = Annotated[int, Field(ge=100, le=999)]
 
 
 class BaselineEdge(Model):
     """``client`` reached ``server`` at ``endpoint``: seen connected (``observed``) or
     configured so (``configured``)."""
 
-    client: str
-    server: str
-    endpoint: str
-    source: str
+    client: UnitName
+    server: UnitName
+    endpoint: Endpoint
+    source: Literal["observed", "configured"]
 
 
 class BaselineListener(Model):
-    unit: str
-    endpoint: str
+    unit: UnitName
+    endpoint: Endpoint
 
 
 class Snapshot(Model):
-    taken_at: datetime
+    taken_at: AwareDatetime
     #: unit -> "active/running" for every unit in scope and every unit an edge names.
-    units: dict[str, str]
-    listeners: list[BaselineListener]
-    edges: list[BaselineEdge]
+    units: Annotated[dict[UnitName, State], Field(max_length=MAX_ENTRIES)]
+    listeners: Annotated[list[BaselineListener], Field(max_length=MAX_ENTRIES)]
+    edges: Annotated[list[BaselineEdge], Field(max_length=MAX_ENTRIES)]
     #: health target -> the status it answered.
-    health: dict[str, int]
+    health: Annotated[dict[TargetName, Status], Field(max_length=MAX_ENTRIES)]
 
     def same_as(self, other: Snapshot) -> bool:
         mine = self.model_dump(exclude={"taken_at"})
@@ -77,16 +102,19 @@ def _read(path: Path) -> Snapshot | None:
         return None  # half-written by a killed process, or not ours: not evidence
 
 
+def _current(found: Snapshot | None, now: datetime) -> bool:
+    """``found`` was read, is at most KEEP_DAYS old, and is not dated ahead of the clock."""
+    return found is not None and -CLOCK_SKEW <= now - found.taken_at <= timedelta(days=KEEP_DAYS)
+
+
 def load(where: Path | None = None, now: datetime | None = None) -> list[Snapshot]:
-    """The snapshots kept, newest first, none older than KEEP_DAYS."""
+    """The snapshots kept, newest first (by the time each says it was taken, not by its
+    file's name), none older than KEEP_DAYS or dated ahead of the clock."""
     where = where or directory()
     now = now or datetime.now(UTC)
-    out = []
-    for path in reversed(_snapshots(where)):
-        found = _read(path)
-        if found is not None and now - found.taken_at <= timedelta(days=KEEP_DAYS):
-            out.append(found)
-    return out
+    found = [_read(path) for path in _snapshots(where)]
+    kept = [snap for snap in found if snap is not None and _current(snap, now)]
+    return sorted(kept, key=lambda snap: snap.taken_at, reverse=True)
 
 
 def save(snap: Snapshot, where: Path | None = None) -> Path | None:
@@ -108,12 +136,12 @@ def save(snap: Snapshot, where: Path | None = None) -> Path | None:
 
 
 def prune(where: Path, now: datetime) -> None:
-    """Drop snapshots older than KEEP_DAYS, then the oldest until MAX_BYTES is kept."""
+    """Drop snapshots that cannot be read, are older than KEEP_DAYS or are dated ahead of
+    the clock, then the oldest until MAX_BYTES is kept."""
     paths = _snapshots(where)
     sizes: dict[Path, int] = {}
     for path in paths:
-        found = _read(path)
-        if found is None or now - found.taken_at > timedelta(days=KEEP_DAYS):
+        if not _current(_read(path), now):
             path.unlink(missing_ok=True)
             continue
         with contextlib.suppress(FileNotFoundError):  # another run pruned it meanwhile
