@@ -42,7 +42,9 @@ class Fleet:
             (tmp_path / name).mkdir()
             unit = "pg.service" if name == "db1" else "app.service"
             plans = [detail(IDS[name], unit=unit)] if name in IDS else []
-            rules = {"policy_report": policy_report(IDS[name])} if name == "web1" else {}
+            rules = {}
+            if name == "web1":
+                rules["policy_report"] = policy_report(IDS[name], plans[0]["summary"]["sha256"])
             self.hosts[name] = Host(tmp_path / name, plans, after_approve=after_approve, **rules)
             lines.append(
                 f"{name} ansible_connection=local ansible_python_interpreter={sys.executable} "

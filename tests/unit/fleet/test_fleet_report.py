@@ -6,21 +6,22 @@ sha256 whole, and a file that is not a report is refused."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-from tests.unit.fleet.test_fleet_modules import policy_report
+from tests.unit.fleet.test_fleet_modules import COLLECTIONS, policy_report
 
-PLUGIN = (
-    Path(__file__).resolve().parents[3]
-    / "packaging/ansible/ansible_collections/opsbot/fleet/plugins/filter/fleet_report.py"
-)
+PLUGIN = COLLECTIONS / "ansible_collections/opsbot/fleet/plugins/filter/fleet_report.py"
 
 
 def _load() -> ModuleType:
+    """The filter plugin as Ansible loads it, its collection's module_utils importable."""
+    if str(COLLECTIONS) not in sys.path:
+        sys.path.append(str(COLLECTIONS))
     spec = importlib.util.spec_from_file_location("opsbot_fleet_report_plugin", PLUGIN)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -157,14 +158,27 @@ def test_markdown_carries_every_sha256_whole() -> None:
     assert "### web3\n\nNo plan waits." in text
 
 
-@pytest.mark.parametrize(
-    "value",
-    [[], {"web1": "x"}, {"web1": [{"plan_id": "x"}]}, {"web1": [dict(plan("p-01"), steps=[{}])]}],
-)
-def test_what_is_not_opsbot_plans_output_is_refused(value: Any) -> None:
-    """The filter takes {host: [plan, ...]} as opsbot_plans returns it, nothing else."""
+def test_what_is_not_a_mapping_of_hosts_is_refused() -> None:
+    """The filter takes {host: [plan, ...]} as the playbook builds it, nothing else."""
     with pytest.raises(fleet.ReportError, match="fleet_report"):
-        fleet.fleet_report(value)
+        fleet.fleet_report([])
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("x", "its plans are not a list"),
+        ([{"plan_id": "x"}], "a plan is not what opsbot_plans returns"),
+        ([dict(plan("20261201-213000-0000aa01"), steps=[{}])], "steps need tool, unit"),
+    ],
+)
+def test_what_is_not_opsbot_plans_output_is_not_reviewed(value: Any, why: str) -> None:
+    """A host that answers what opsbot_plans never returns is not reviewed (nothing of it
+    to approve), and says why; the other hosts are reviewed all the same."""
+    report = fleet.fleet_report({"web1": value, "web2": [plan("20261201-213000-0000aa02")]})
+    assert list(report["hosts"]) == ["web2"]
+    assert report["unread"]["web1"].startswith("its answer is not opsbot's: ")
+    assert why in report["unread"]["web1"]
 
 
 def test_a_file_that_is_not_a_report_is_refused() -> None:
@@ -175,12 +189,13 @@ def test_a_file_that_is_not_a_report_is_refused() -> None:
 
 
 def test_the_filters_ansible_sees() -> None:
-    """FilterModule names the three filters the playbooks call."""
+    """FilterModule names the filters the playbooks call."""
     assert sorted(fleet.FilterModule().filters()) == [
         "fleet_plan_ends",
         "fleet_report",
         "fleet_report_markdown",
         "fleet_report_path",
+        "fleet_report_refusals",
         "fleet_report_table",
     ]
 
@@ -224,7 +239,10 @@ def rules_read() -> dict[str, Any]:
         pause={"paused": True, "by": "root", "at": "2026-12-01T21:00:00Z", "reason": "deploy"},
     )
     return {
-        "web1": {"changed": False, "report": policy_report("20261201-213000-0000aa01")},
+        "web1": {
+            "changed": False,
+            "report": policy_report("20261201-213000-0000aa01", sha256="01" * 32),
+        },
         "web2": {"changed": False, "failed": False, "msg": APPROVER_DOWN, "rc": 1},
         "db1": {"changed": False, "report": paused},
     }
@@ -252,6 +270,7 @@ def test_the_report_says_what_each_hosts_rules_did() -> None:
             "outcome": "would approve",
             "rule": "night-restarts",
             "refused": ["db-reloads: tool restart_unit is not one the rule names"],
+            "read": [],
         }
     }
     assert rules["web2"] == {"error": APPROVER_DOWN}

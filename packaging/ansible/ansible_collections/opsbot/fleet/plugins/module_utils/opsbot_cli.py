@@ -38,9 +38,13 @@ PLAN_STATES = (
     "INTERRUPTED",
 )
 #: A plan id as opsbot makes them (shared_schema/units.py PLAN_ID_PATTERN).
-PLAN_ID_RE = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{8}$", re.ASCII)
+PLAN_ID_RE = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{8}\Z", re.ASCII)
 #: A whole sha256: an approval through Ansible is bound to all 64 hex digits, never a prefix.
-SHA256_RE = re.compile(r"^[0-9a-f]{64}$", re.ASCII)
+SHA256_RE = re.compile(r"^[0-9a-f]{64}\Z", re.ASCII)
+#: A unit's name as opsbot prints it (shared_schema/units.py: letters, digits, ``:_.\-@``).
+UNIT_RE = re.compile(r"^[A-Za-z0-9:_.\\@-]{1,256}\Z", re.ASCII)
+#: A write tool's name (restart_unit, ...).
+TOOL_RE = re.compile(r"^[a-z_]{1,32}\Z", re.ASCII)
 #: How many evidence lines a plan's summary carries.
 EVIDENCE_MAX = 8
 
