@@ -34,6 +34,7 @@ from plans.standing import (
     StoreIndex,
     UnitHistory,
     decide,
+    out_of_reach,
     recent_errors,
 )
 from shared_io.errors import OpsbotError
@@ -52,7 +53,8 @@ log = structlog.get_logger("opsbot.approver")
 #: A rule's approval holds this long at most (less where approval_ttl_seconds is less):
 #: it is written for an apply that starts now.
 RULE_APPROVAL_TTL_SECONDS = 600
-#: Plans asked about per request: a flood is taken in turns, oldest first.
+#: Plans asked about per request: a flood is taken in turns, oldest first (those some
+#: rule reaches before those none does).
 MAX_PER_RUN = 50
 #: A record's reasons: the first rules' (in the order asked), each cut to a line.
 MAX_REFUSED = 8
@@ -78,7 +80,7 @@ def apply_rules(desk: Desk, state: ApproverState, now: datetime) -> list[RuleDec
     ]
     decided: list[RuleDecision] = []
     index: StoreIndex | None = None
-    for plan_id in sorted(waiting):
+    for plan_id in sorted(waiting, key=functools.partial(_in_turn, desk, rules)):
         if len(decided) >= MAX_PER_RUN:
             break
         if index is None:  # read once per run, and only when a plan may be decided
@@ -96,6 +98,17 @@ def apply_rules(desk: Desk, state: ApproverState, now: datetime) -> list[RuleDec
             index.reread(desk.store, plan_id)
             desk.state.save(state)  # root's count of the rule's approvals, at once
     return decided
+
+
+def _in_turn(desk: Desk, rules: list[ApproveRule], plan_id: str) -> tuple[bool, str]:
+    """Where a plan comes in a run: those some rule reaches first, then those none does
+    (plans.standing.out_of_reach), each oldest first; a flood of plans no rule reaches
+    never keeps one it would fix waiting, and gets its records in turns."""
+    try:
+        plan = desk.store.verified_plan(desk.store.load(plan_id))
+    except OpsbotError:
+        return (False, plan_id)  # skipped in its turn (rules.skipped says why)
+    return (all(out_of_reach(plan, rule, desk.policy) for rule in rules), plan_id)
 
 
 def _line(text: str) -> str:

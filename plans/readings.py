@@ -10,6 +10,9 @@ what root reads itself, when it is asked:
 - for a unit that runs, the health targets root's config says it serves
   (``[diagnose.health.<name>] unit = ...``), probed by root now (shared_io.health).
 
+Each step's precondition must hold against the same reading: a plan whose step would go
+STALE at once is not a rule's to approve (it would spend the unit's budget on nothing).
+
 A unit **shows a failure** when systemd says it failed (``failed``; or stopped or
 starting again after a Result= other than ``success``; or waiting to restart), or when one
 of its own health targets answers wrong, not in time or refuses the connection as root
@@ -25,13 +28,13 @@ from dataclasses import dataclass, field, replace
 
 from shared_io import health
 from shared_io.errors import UnitStateError
-from shared_io.unit_show import UnitProperties, show
+from shared_io.unit_show import UnitProperties, UnitState, show
 from shared_schema import HealthTarget
 
 __all__ = ["Reading", "TargetReading", "UnitReading", "read_units"]
 
 #: What is read of each unit.
-PROPERTIES = ("LoadState", "ActiveState", "SubState", "Result")
+PROPERTIES = ("LoadState", "ActiveState", "SubState", "Result", "InvocationID")
 #: Health targets probed per unit at most (each within its own timeout).
 MAX_TARGETS = 4
 #: Seconds ``systemctl show`` may take here.
@@ -67,8 +70,13 @@ class UnitReading:
     active_state: str = ""
     sub_state: str = ""
     result: str = ""
+    invocation_id: str = ""
     targets: tuple[TargetReading, ...] = ()
     error: str = ""
+
+    def state(self) -> UnitState:
+        """The unit's state as the executor's precondition check reads it."""
+        return UnitState(self.unit, "loaded", self.active_state, self.sub_state, self.invocation_id)
 
     @property
     def down(self) -> bool:
@@ -123,6 +131,7 @@ def read_units(
             active_state=values.get("ActiveState", ""),
             sub_state=values.get("SubState", ""),
             result=values.get("Result", ""),
+            invocation_id=values.get("InvocationID", ""),
         )
         if values.get("LoadState", "") != "loaded":
             reading = UnitReading(values.unit, error=f"LoadState={values.get('LoadState', '')}")

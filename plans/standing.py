@@ -22,8 +22,9 @@ A rule approves a plan only when every one of these holds, asked in this order:
    (two rules do not give it twice the restarts; a renamed rule does not reset it);
 8. root's own reading of each step's unit, now (plans.readings), never the plan's words:
    the unit shows a failure (systemd says it failed, or one of its own health targets
-   fails as root probes it), and, where the rule names ``causes``, its Result= as
-   systemd says it now is one of them.
+   fails as root probes it), its precondition holds as root reads it (a step that would
+   go STALE at once does not spend the unit's budget), and, where the rule names
+   ``causes``, its Result= as systemd says it now is one of them.
 
 The first rule that approves decides (:class:`RuleApproves`); otherwise the plan is for
 humans (:class:`ForHumans`), with each rule's first reason. A rule's ``mode`` does not
@@ -39,6 +40,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from plans.errors import PlanError
+from plans.preconditions import expectation_mismatch
 from plans.readings import Reading
 from plans.records import PlanRecord, StatusRecord
 from plans.store import PlanStore
@@ -232,19 +234,9 @@ def _refusal(
 ) -> str | None:
     if state is not PlanState.PROPOSED:
         return f"the plan is {state}, not waiting for approval"
-    for step in plan.steps:
-        unit = step.args.unit
-        if step.tool not in rule.tools:
-            return f"{step.tool} is not one of its tools ({', '.join(rule.tools)})"
-        if not any(fnmatch.fnmatchcase(unit, pattern) for pattern in rule.units):
-            shown = ", ".join(rule.units[:4]) + (", ..." if len(rule.units) > 4 else "")
-            return f"{unit} is not one of its units ({shown})"
-        if not policy.allows(step.tool, unit):
-            return f"{unit} is not in [executor.allow] {step.tool}"
-        if step.expect is None:
-            # Unattended, a step runs only against the state diagnosis saw: the executor
-            # checks its precondition live (a unit back by itself meanwhile: STALE).
-            return f"its step on {unit} has no precondition (expect) to check before it runs"
+    outside = out_of_reach(plan, rule, policy)
+    if outside is not None:
+        return outside
     if rule.windows and not window_state(rule.windows, now, analyze=analyze).open:
         return "none of its windows is open now"
     if policy.apply_window and not window_state(policy.apply_window, now, analyze=analyze).open:
@@ -274,6 +266,14 @@ def _refusal(
                 f"(max_per_unit {rule.max_per_unit}, shared by every rule)"
             )
     read = reading()
+    for step in plan.steps:
+        seen = read.of(step.args.unit)
+        mismatch = None if step.expect is None else expectation_mismatch(step.expect, seen.state())
+        if not seen.error and mismatch is not None:
+            return (
+                f"its precondition on {seen.unit} does not hold as root reads it ({mismatch}): "
+                "it would go STALE without running"
+            )
     for unit in plan.units():
         seen = read.of(unit)
         if not seen.shows_failure:
@@ -287,6 +287,26 @@ def _refusal(
                 f"{unit}'s cause as root reads it ({said}) is not one of its causes "
                 f"({', '.join(rule.causes)})"
             )
+    return None
+
+
+def out_of_reach(plan: Plan, rule: ApproveRule, policy: ExecutorPolicy) -> str | None:
+    """Checks 2 and 3, which read nothing of the host: why ``rule`` cannot reach a step of
+    ``plan`` (a tool or unit not its own, a unit past the allowlist, a step without a
+    precondition), or None where it reaches them all."""
+    for step in plan.steps:
+        unit = step.args.unit
+        if step.tool not in rule.tools:
+            return f"{step.tool} is not one of its tools ({', '.join(rule.tools)})"
+        if not any(fnmatch.fnmatchcase(unit, pattern) for pattern in rule.units):
+            shown = ", ".join(rule.units[:4]) + (", ..." if len(rule.units) > 4 else "")
+            return f"{unit} is not one of its units ({shown})"
+        if not policy.allows(step.tool, unit):
+            return f"{unit} is not in [executor.allow] {step.tool}"
+        if step.expect is None:
+            # Unattended, a step runs only against the state diagnosis saw: the executor
+            # checks its precondition live (a unit back by itself meanwhile: STALE).
+            return f"its step on {unit} has no precondition (expect) to check before it runs"
     return None
 
 
@@ -322,6 +342,7 @@ __all__ = [
     "UnitHistory",
     "UnreadableHistory",
     "decide",
+    "out_of_reach",
     "reach",
     "recent_errors",
     "unit_history",

@@ -1,6 +1,6 @@
 """Verbs the container attacks share: propose and approve a plan, apply by hand, read a
-plan's state and reason, read the journal from a cursor, and check the store holds
-nothing the policy does not allow."""
+plan's state and reason, read the journal from a cursor, check the store holds
+nothing the policy does not allow, and run code as the diagnose user inside its unit."""
 
 from __future__ import annotations
 
@@ -131,3 +131,38 @@ def audit_store(ct: BootedSystemd) -> dict[str, Any]:
     out = ct.run([PYTHON, "-c", STORE_AUDIT]).stdout
     result: dict[str, Any] = json.loads(out)
     return result
+
+
+#: Run as root: move this process into a unit's cgroup (argv[1], its ControlGroup), drop
+#: to the diagnose user's uid, gid and groups, then run the payload file argv[2] with the
+#: arguments after it. journald then records what it logs as that unit's, from that uid.
+IN_DIAGNOSE_UNIT = """
+import grp, os, pwd, sys
+cgroup, payload = sys.argv[1], sys.argv[2]
+code = compile(open(payload).read(), payload, "exec")
+for root in ("/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"):
+    procs = root + cgroup + "/cgroup.procs"
+    if os.path.exists(procs):
+        with open(procs, "w") as moved:
+            moved.write(str(os.getpid()))
+user = pwd.getpwnam("opsbot-diagnose")
+os.setgroups([g.gr_gid for g in grp.getgrall() if user.pw_name in g.gr_mem])
+os.setgid(user.pw_gid)
+os.setuid(user.pw_uid)
+sys.argv = sys.argv[2:]
+exec(code)
+"""
+
+
+def as_diagnose_in_its_unit(ct: BootedSystemd, payload: str, *args: str) -> str:
+    """``payload`` run as the diagnose user from inside opsbot-diagnose.service; its
+    output."""
+    ct.systemctl("start", "opsbot-diagnose.service")
+    cgroup = ct.systemctl("show", "-P", "ControlGroup", "opsbot-diagnose.service").stdout.strip()
+    assert cgroup.endswith("/opsbot-diagnose.service"), cgroup
+    ct.write_file("/srv/attack/in_unit.py", IN_DIAGNOSE_UNIT)
+    ct.write_file("/srv/attack/payload.py", payload)
+    argv = [PYTHON, "/srv/attack/in_unit.py", cgroup, "/srv/attack/payload.py", *args]
+    done = ct.run(argv)
+    ct.run(["journalctl", "--sync"])
+    return done.stdout

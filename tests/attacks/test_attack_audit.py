@@ -21,8 +21,15 @@ import struct
 from typing import Any
 
 from testbed.container import BootedSystemd
-from testbed.host import PYTHON, wait_state
-from tests.attacks.inside import apply_now, approved, cli, propose, reject_quietly
+from testbed.host import wait_state
+from tests.attacks.inside import (
+    apply_now,
+    approved,
+    as_diagnose_in_its_unit,
+    cli,
+    propose,
+    reject_quietly,
+)
 
 WEB = "demo-web.service"
 REMOTE = "/lib/systemd/systemd-journal-remote"
@@ -152,26 +159,6 @@ def test_deleting_editing_or_reordering_the_journal_is_named(opsbot: BootedSyste
     assert problem.startswith(f"out of order: #{s1} (") and f"comes after #{s2} (" in problem
 
 
-#: Run as root: move this process into a unit's cgroup (argv[1], its ControlGroup), drop
-#: to the diagnose user's uid, gid and groups, then run the payload file argv[2] with the
-#: arguments after it. journald then records what it logs as that unit's, from that uid.
-IN_DIAGNOSE_UNIT = """
-import grp, os, pwd, sys
-cgroup, payload = sys.argv[1], sys.argv[2]
-code = compile(open(payload).read(), payload, "exec")
-for root in ("/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"):
-    procs = root + cgroup + "/cgroup.procs"
-    if os.path.exists(procs):
-        with open(procs, "w") as moved:
-            moved.write(str(os.getpid()))
-user = pwd.getpwnam("opsbot-diagnose")
-os.setgroups([g.gr_gid for g in grp.getgrall() if user.pw_name in g.gr_mem])
-os.setgid(user.pw_gid)
-os.setuid(user.pw_uid)
-sys.argv = sys.argv[2:]
-exec(code)
-"""
-
 #: The diagnose user says bob approved the plan argv[1], its step ran and it is VERIFIED.
 FORGE_HISTORY = """
 import sys, time
@@ -221,20 +208,6 @@ journal.send(fields.pop("MESSAGE"), **fields)
 time.sleep(1)
 print(seq)
 """
-
-
-def as_diagnose_in_its_unit(ct: BootedSystemd, payload: str, *args: str) -> str:
-    """``payload`` run as the diagnose user from inside opsbot-diagnose.service; its
-    output."""
-    ct.systemctl("start", "opsbot-diagnose.service")
-    cgroup = ct.systemctl("show", "-P", "ControlGroup", "opsbot-diagnose.service").stdout.strip()
-    assert cgroup.endswith("/opsbot-diagnose.service"), cgroup
-    ct.write_file("/srv/attack/in_unit.py", IN_DIAGNOSE_UNIT)
-    ct.write_file("/srv/attack/payload.py", payload)
-    argv = [PYTHON, "/srv/attack/in_unit.py", cgroup, "/srv/attack/payload.py", *args]
-    done = ct.run(argv)
-    ct.run(["journalctl", "--sync"])
-    return done.stdout
 
 
 def sent_from_the_diagnose_unit(ct: BootedSystemd, plan_id: str, event: str) -> dict[str, Any]:

@@ -419,12 +419,14 @@ def test_a_unit_systemd_cannot_say_or_that_stopped_cleanly_waits_for_a_human(
 ) -> None:
     """Root could not read the unit, or reads it stopped with Result=success (an operator
     stopped it): neither is a failure root sees."""
+    down = {"active_state": ["failed", "inactive", "activating"]}
+    either = plan_of(step("restart_unit", "worker@1.service", expect=down), goal="either")
     unknown = UnitReading("worker@1.service", error="cannot read the state")
     stopped = UnitReading("worker@1.service", "inactive", "dead", "success")
     for read in (unknown, stopped):
-        assert reasons(ask(store, WORKER, read=root_reads(read)))[0].startswith("root reads no")
+        assert reasons(ask(store, either, read=root_reads(read)))[0].startswith("root reads no")
     restarting = UnitReading("worker@1.service", "activating", "auto-restart", "exit-code")
-    assert ask(store, WORKER, read=root_reads(restarting)) == RuleApproves(NIGHT)
+    assert ask(store, either, read=root_reads(restarting)) == RuleApproves(NIGHT)
 
 
 def test_a_cause_systemd_never_says_is_a_typo_in_the_rule() -> None:
@@ -440,3 +442,18 @@ def test_a_step_without_a_precondition_waits_for_a_human(store: PlanStore) -> No
     assert reasons(ask(store, bare)) == [
         "its step on worker@1.service has no precondition (expect) to check before it runs"
     ]
+
+
+def test_a_step_whose_precondition_root_reads_false_spends_no_budget(store: PlanStore) -> None:
+    """A bait expecting worker@1 active while root reads it failed would go STALE at once
+    and still count against the unit's max_per_unit: no rule approves it, and the real
+    fault's plan (expecting it failed) keeps the budget."""
+    running = {"active_state": ["active"]}
+    bait = plan_of(step("restart_unit", "worker@1.service", expect=running), goal="bait")
+    [reason] = reasons(ask(store, bait))
+    assert reason == (
+        "its precondition on worker@1.service does not hold as root reads it "
+        "(worker@1.service is failed/failed (load: loaded); the plan expected active "
+        "state active): it would go STALE without running"
+    )
+    assert ask(store, WORKER) == RuleApproves(NIGHT)
