@@ -75,6 +75,9 @@ def test_a_failed_unit_is_read_as_failing_and_nothing_is_probed() -> None:
     )
     assert probe.probed == [] and app.targets == ()
     assert app.words() == "app.service is failed/failed (Result=signal)"
+    # What the executor's precondition check would read: the same state and invocation.
+    assert app.state().describe() == "app.service is failed/failed (load: loaded)"
+    assert app.state().invocation_id == "ab"
 
 
 @pytest.mark.parametrize(
@@ -179,6 +182,7 @@ def test_a_unit_systemd_does_not_know_or_cannot_say_shows_no_failure() -> None:
     assert gone.words() == "gone.service: live state unknown (LoadState=not-found)"
     assert read.of("app.service").shows_failure
     assert read.of("other.service").error == "not read"
+    assert read.of("other.service").unit == "other.service"
     assert not Reading().of("app.service").shows_failure
 
     def broken(names: Sequence[str], properties: Sequence[str]) -> list[UnitProperties]:
@@ -187,6 +191,7 @@ def test_a_unit_systemd_does_not_know_or_cannot_say_shows_no_failure() -> None:
     failed = read_units(["app.service"], {}, read=broken, prober=Prober())
     app = failed.of("app.service")
     assert not app.shows_failure and "Failed to connect to bus" in app.error
+    assert app.unit == "app.service"
 
 
 def test_a_unit_that_runs_without_a_target_says_so() -> None:

@@ -457,3 +457,18 @@ def test_a_step_whose_precondition_root_reads_false_spends_no_budget(store: Plan
         "state active): it would go STALE without running"
     )
     assert ask(store, WORKER) == RuleApproves(NIGHT)
+
+
+def test_a_rule_narrowed_by_cause_says_when_root_read_no_result(store: PlanStore) -> None:
+    """A unit whose own health target fails while systemd prints no Result= for it: a rule
+    narrowed to kills refuses, and says no Result= was read."""
+    kills = ApproveRule.model_validate({**NIGHT.model_dump(), "causes": ["signal"]})
+    running = {"active_state": ["active"]}
+    hung = plan_of(step("restart_unit", "worker@1.service", expect=running), goal="hung")
+    failing = UnitReading(
+        "worker@1.service", "active", "running", "", targets=(TargetReading("w", "timeout"),)
+    )
+    assert reasons(ask(store, hung, kills, read=root_reads(failing))) == [
+        "worker@1.service's cause as root reads it (no Result= read) is not one of its "
+        "causes (signal)"
+    ]
