@@ -30,7 +30,7 @@ from plans import (
     systemd_analyze,
     utcnow,
 )
-from plans.readings import Reading, read_units
+from plans.readings import Reading, RunProbes, UnitReading, read_units
 from plans.road import Road, StartApply, WindowApply
 from shared_schema import ExecutorPolicy, OpsbotConfig, Plan
 from shared_schema.approver_socket import PlanView
@@ -72,12 +72,20 @@ class Desk:
     def policy(self) -> ExecutorPolicy:
         return self.config.executor
 
-    def reading(self, units: list[str]) -> Reading:
+    def reading(
+        self,
+        units: list[str],
+        worth_probing: Callable[[UnitReading], bool],
+        probes: RunProbes,
+    ) -> Reading:
         """Root's reading of ``units`` now: systemd's word, and their own health targets
-        probed (``[diagnose.health]``, root's config)."""
+        probed (``[diagnose.health]``, root's config) where ``worth_probing`` says so,
+        through the run's ``probes``."""
         if self.read_units is not None:
             return self.read_units(units)
-        return read_units(units, self.config.diagnose.health)
+        return read_units(
+            units, self.config.diagnose.health, prober=probes, worth_probing=worth_probing
+        )
 
     @property
     def road(self) -> Road:

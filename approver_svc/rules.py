@@ -27,7 +27,8 @@ from approver_svc.desk import Desk
 from approver_svc.state import ApproverState
 from approver_svc.view import plan_brief
 from plans import PlanError, Request, Rule, new_plan_id, plan_expiry, rejection_reason
-from plans.readings import Reading
+from plans.preconditions import expectation_mismatch
+from plans.readings import ProbesSpent, Reading, RunProbes, UnitReading
 from plans.standing import (
     ForHumans,
     RuleApproves,
@@ -38,7 +39,7 @@ from plans.standing import (
     recent_errors,
 )
 from shared_io.errors import OpsbotError
-from shared_schema import PlanState
+from shared_schema import Plan, PlanState
 from shared_schema.approver_socket import (
     Pause,
     PolicyReported,
@@ -80,13 +81,17 @@ def apply_rules(desk: Desk, state: ApproverState, now: datetime) -> list[RuleDec
     ]
     decided: list[RuleDecision] = []
     index: StoreIndex | None = None
+    probes = RunProbes()
     for plan_id in sorted(waiting, key=functools.partial(_in_turn, desk, rules)):
         if len(decided) >= MAX_PER_RUN:
             break
         if index is None:  # read once per run, and only when a plan may be decided
             index = StoreIndex.read(desk.store)
         try:
-            decision = _decide(desk, state, index, plan_id, rules, now)
+            decision = _decide(desk, state, index, plan_id, rules, now, probes)
+        except ProbesSpent as exc:  # the others wait for the next run, undecided
+            log.info("rules.probes_spent", plan_id=plan_id, reason=str(exc))
+            break
         except Exception:  # one plan's failure must not keep the rules from the others
             log.exception("rules.crashed", plan_id=plan_id)
             continue
@@ -111,6 +116,16 @@ def _in_turn(desk: Desk, rules: list[ApproveRule], plan_id: str) -> tuple[bool, 
     return (all(out_of_reach(plan, rule, desk.policy) for rule in rules), plan_id)
 
 
+def _holds(plan: Plan, reading: UnitReading) -> bool:
+    """Whether each precondition ``plan`` puts on the unit holds as systemd said it: a
+    plan that would go STALE is refused without a probe."""
+    return all(
+        expectation_mismatch(step.expect, reading.state()) is None
+        for step in plan.steps
+        if step.expect is not None and step.args.unit == reading.unit
+    )
+
+
 def _line(text: str) -> str:
     """One line of a record, cut to what the record holds."""
     return text if len(text) <= MAX_LINE else text[: MAX_LINE - 1] + "…"
@@ -123,6 +138,7 @@ def _decide(
     plan_id: str,
     rules: list[ApproveRule],
     now: datetime,
+    probes: RunProbes,
 ) -> RuleDecision | None:
     store = desk.store
     try:
@@ -172,7 +188,7 @@ def _decide(
         """Root's reading of the plan's units, made once for both asks, and only when a
         rule's other checks hold."""
         if not read:
-            read.append(desk.reading(plan.units()))
+            read.append(desk.reading(plan.units(), functools.partial(_holds, plan), probes))
         return read[0]
 
     ask = functools.partial(

@@ -7,7 +7,7 @@ what root reads itself, when it is asked:
 
 - each step's unit as systemd says now (the one ``systemctl show`` reader): its
   ActiveState, SubState and Result=;
-- for a unit that runs, the health targets root's config says it serves
+- for a unit that runs (active, reloading), the health targets root's config says it serves
   (``[diagnose.health.<name>] unit = ...``), probed by root now (shared_io.health).
 
 Each step's precondition must hold against the same reading: a plan whose step would go
@@ -23,6 +23,7 @@ for a human.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -31,12 +32,17 @@ from shared_io.errors import UnitStateError
 from shared_io.unit_show import UnitProperties, UnitState, show
 from shared_schema import HealthTarget
 
-__all__ = ["Reading", "TargetReading", "UnitReading", "read_units"]
+__all__ = ["ProbesSpent", "Reading", "RunProbes", "TargetReading", "UnitReading", "read_units"]
 
 #: What is read of each unit.
 PROPERTIES = ("LoadState", "ActiveState", "SubState", "Result", "InvocationID")
 #: Health targets probed per unit at most (each within its own timeout).
 MAX_TARGETS = 4
+#: Seconds one run of the rules may spend probing (root's approver holds its lock
+#: meanwhile): past them, the plans left are asked about in the next run.
+PROBE_BUDGET_SECONDS = 10.0
+#: The states of a unit that runs: only its health targets say something of it.
+RUNNING = frozenset({"active", "reloading"})
 #: Seconds ``systemctl show`` may take here.
 SHOW_TIMEOUT = 10.0
 
@@ -112,14 +118,52 @@ class Reading:
         return self.units.get(unit) or UnitReading(unit, error="not read")
 
 
+class ProbesSpent(Exception):
+    """The run's time for probes is spent: the plan is asked about again next run."""
+
+
+class RunProbes:
+    """The probes of one run of the rules: each target probed at most once (a flood of
+    plans of one unit costs one probe), and none once ``budget`` seconds were spent
+    probing (:class:`ProbesSpent`)."""
+
+    def __init__(
+        self,
+        prober: Prober = health.probe,
+        budget: float = PROBE_BUDGET_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.prober, self.budget, self.clock = prober, budget, clock
+        self.spent = 0.0
+        self.answers: dict[tuple[str, int, float], health.Probe] = {}
+
+    def __call__(self, target: HealthTarget) -> health.Probe:
+        key = (str(target.url), target.expect_status, target.timeout_seconds)
+        known = self.answers.get(key)
+        if known is not None:
+            return known
+        if self.spent >= self.budget:
+            raise ProbesSpent(f"{self.spent:.1f} s of probes spent in this run")
+        started = self.clock()
+        try:
+            got = self.answers[key] = self.prober(target)
+        finally:
+            self.spent += self.clock() - started
+        return got
+
+
 def read_units(
     units: Sequence[str],
     targets: Mapping[str, HealthTarget],
     read: Show | None = None,
     prober: Prober = health.probe,
+    worth_probing: Callable[[UnitReading], bool] = lambda reading: True,
 ) -> Reading:
     """Root's reading of ``units`` now: systemd's word on each (one ``systemctl show``),
-    and, for each that is not down, its own health targets among ``targets`` probed."""
+    and, for each that runs (``active`` or ``reloading``: a unit stopped or starting has
+    no listener, and a refused probe of it says nothing), its own health targets among
+    ``targets`` probed, where ``worth_probing`` says so of what systemd said (the caller's
+    precondition: a probe costs seconds, a plan that would go STALE needs none)."""
     try:
         shown = (read or _show)(list(units), PROPERTIES)
     except UnitStateError as exc:
@@ -135,7 +179,7 @@ def read_units(
         )
         if values.get("LoadState", "") != "loaded":
             reading = UnitReading(values.unit, error=f"LoadState={values.get('LoadState', '')}")
-        elif not reading.down:
+        elif reading.active_state in RUNNING and worth_probing(reading):
             own = sorted(name for name, target in targets.items() if target.unit == values.unit)
             probed = []
             for name in own[:MAX_TARGETS]:

@@ -76,10 +76,13 @@ def probe(target: HealthTarget, read_bytes: int = BODY_READ_BYTES) -> Probe:
     try:
         with _client().stream("GET", str(target.url), timeout=target.timeout_seconds) as answer:
             body = b""
-            for chunk in answer.iter_bytes():
-                body += chunk
-                if len(body) >= read_bytes:
-                    break
+            try:
+                for chunk in answer.iter_bytes():
+                    body += chunk
+                    if len(body) >= read_bytes:
+                        break
+            except httpx.DecodingError as exc:  # a body its Content-Encoding does not fit
+                body = f"(a body that cannot be decoded: {exc})".encode()[:read_bytes]
             ok = answer.status_code == target.expect_status
             return Probe(
                 "ok" if ok else "unexpected_status",
@@ -97,3 +100,5 @@ def probe(target: HealthTarget, read_bytes: int = BODY_READ_BYTES) -> Probe:
             "connection_refused" if refused else "connection_error",
             error=f"{type(exc).__name__}: {exc}"[:300],
         )
+    except httpx.HTTPError as exc:  # anything else httpx says went wrong: not an answer
+        return Probe("connection_error", error=f"{type(exc).__name__}: {exc}"[:300])

@@ -14,7 +14,7 @@ import pytest
 
 from approver_svc import state as approver_state
 from plans import PlanRecord, PlanStore, approval_path
-from plans.readings import Reading, UnitReading
+from plans.readings import ProbesSpent, Reading, UnitReading
 from plans.records import StatusRecord, Transition
 from shared_schema import OpsbotConfig, Plan, PlanState
 from shared_schema.approver_socket import (
@@ -539,3 +539,22 @@ def test_a_rule_restarts_only_what_root_reads_failing_and_records_what_it_read(
     [approved] = rules(b).decided
     assert (approved.plan_id, approved.outcome) == (again.plan_id, "approved")
     assert approved.read == ["nginx.service is failed/failed (Result=exit-code)"]
+
+
+def test_a_plan_left_when_the_runs_probes_are_spent_is_asked_about_next_run(
+    enforcing: Bench,
+) -> None:
+    """The run's seconds of probing are spent before nginx's plan is read: it is not
+    decided (no record, no approval) and the next run decides it."""
+    b = enforcing
+    record = submit(b, "nginx.service")
+
+    def spent(units: list[str]) -> Reading:
+        raise ProbesSpent("10.0 s of probes spent in this run")
+
+    b.service.read_units = spent
+    assert rules(b).decided == []
+    assert b.store.status(record.plan_id).state is PlanState.PROPOSED
+    b.service.read_units = root_reads_failed
+    [decided] = rules(b).decided
+    assert (decided.plan_id, decided.outcome) == (record.plan_id, "approved")

@@ -26,6 +26,7 @@ class Handler(BaseHTTPRequestHandler):
             "/fail": (500, b"database unavailable", {}),
             "/slow": (200, b"late", {}),
             "/moved": (302, b"", {"Location": "http://169.254.169.254/latest/meta-data/"}),
+            "/garbled": (503, b"not gzip at all", {"Content-Encoding": "gzip"}),
         }.get(self.path, (404, b"no", {}))
         try:
             self.send_response(status)
@@ -126,3 +127,12 @@ def test_a_url_is_not_a_target() -> None:
     for args in ({"target": "http://10.0.0.1/"}, {"url": "http://10.0.0.1/"}):
         with pytest.raises(ToolError, match="bad arguments for http_get_health"):
             TOOL.parse_args(args)
+
+
+def test_a_body_its_encoding_does_not_fit_is_still_an_answer(server: str) -> None:
+    """A 503 whose body says gzip and is not: the answer's status counts (it failed as
+    expected of a 503), the body says it could not be decoded, and nothing is raised (the
+    same probe decides whether root's standing rule may restart a running unit)."""
+    result = probe(server + "/garbled")
+    assert (result.outcome, result.status) == ("unexpected_status", 503)
+    assert result.body_excerpt.startswith("(a body that cannot be decoded")

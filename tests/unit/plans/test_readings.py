@@ -8,7 +8,15 @@ from collections.abc import Sequence
 
 import pytest
 
-from plans.readings import MAX_TARGETS, Reading, TargetReading, UnitReading, read_units
+from plans.readings import (
+    MAX_TARGETS,
+    ProbesSpent,
+    Reading,
+    RunProbes,
+    TargetReading,
+    UnitReading,
+    read_units,
+)
 from shared_io.errors import UnitStateError
 from shared_io.health import Probe
 from shared_io.unit_show import UnitProperties
@@ -204,3 +212,55 @@ def test_a_unit_that_runs_without_a_target_says_so() -> None:
     assert read.of("app.service").words() == (
         "app.service is active/running (Result=success), no health target of its own"
     )
+
+
+@pytest.mark.parametrize(
+    ("active", "sub"), [("inactive", "dead"), ("activating", "start"), ("deactivating", "stop")]
+)
+def test_a_unit_stopped_or_starting_is_not_probed_so_a_refusal_says_nothing(
+    active: str, sub: str
+) -> None:
+    """An operator stopped app.service (Result=success), or it is still starting: nothing
+    listens on its port, and a refused probe would read as a failure. Root does not probe
+    it, and it shows no failure."""
+    probe = Prober(p8001="connection_refused")
+    read = read_units(
+        ["app.service"],
+        {"app": target(8001, "app.service")},
+        read=systemd_says(app=(active, sub, "success")),  # type: ignore[arg-type]
+        prober=probe,
+    )
+    assert probe.probed == [] and not read.of("app.service").shows_failure
+
+
+def test_a_unit_the_caller_finds_not_worth_it_is_not_probed() -> None:
+    """The caller's precondition does not hold (the plan would go STALE): no probe."""
+    probe = Prober(p8001="timeout")
+    read = read_units(
+        ["app.service"],
+        {"app": target(8001, "app.service")},
+        read=systemd_says(app=("active", "running", "success")),  # type: ignore[arg-type]
+        prober=probe,
+        worth_probing=lambda reading: reading.sub_state != "running",
+    )
+    assert probe.probed == [] and not read.of("app.service").shows_failure
+
+
+def test_a_run_probes_each_target_once_and_stops_when_its_time_is_spent() -> None:
+    """Fifty plans of one unit cost one probe of its target; once the run's seconds of
+    probing are spent, a new target is not probed (ProbesSpent: asked next run)."""
+    seconds = [0.0]
+    probe = Prober(p8001="timeout", p8002="ok")
+
+    def slow(target: HealthTarget) -> Probe:
+        seconds[0] += 6.0
+        return probe(target)
+
+    probes = RunProbes(prober=slow, budget=10.0, clock=lambda: seconds[0])
+    first = target(8001, "app.service")
+    assert [probes(first).outcome for _ in range(50)] == ["timeout"] * 50
+    assert probe.probed == ["8001"] and probes.spent == 6.0
+    assert probes(target(8002, "db.service")).outcome == "ok"
+    with pytest.raises(ProbesSpent, match="12.0 s of probes spent"):
+        probes(target(8003, "web.service"))
+    assert probes(first).outcome == "timeout"  # known already: no time needed
