@@ -375,3 +375,13 @@ def test_a_subverted_host_reaches_no_other_host(tmp_path: Path) -> None:
         ["show", IDS["web2"], "--json"],
     ]
     assert evil["plan_id"] not in json.dumps([h.calls() for h in fleet.hosts.values()])
+
+
+def test_a_url_in_host_text_makes_no_link_in_the_markdown() -> None:
+    """GitHub's Markdown links a bare URL or a www. name by itself: a goal naming one
+    shows it defanged, as incident reports show a URL not to be followed."""
+    goal = "restart app, see https://evil.example/login or WWW.evil.example"
+    markdown = fleet.fleet_report_markdown(fleet.fleet_report({"web1": [plan(WEB1, goal=goal)]}))
+    assert "https://" not in markdown and "WWW.evil" not in markdown
+    assert "https\\[:\\]//evil.example/login" in markdown
+    assert "WWW\\[.\\]evil.example" in markdown

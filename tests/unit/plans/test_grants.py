@@ -238,11 +238,13 @@ def test_the_sweep_keeps_only_grants_whose_now_approval_still_holds(
     write_rejection(approvals_dir, rejected, "root", NOW, "no")
     write_approval(approvals_dir, renewed, "root", NOW, 600)
     assert grant_holds(approvals_dir, holds.plan_id, NOW)
-    removed = sweep(approvals_dir, NOW, grants_dir)
+    removed = sweep(approvals_dir, NOW, grants_dir=grants_dir)
     assert sorted(removed) == sorted(r.plan_id for r in (used, expired, rejected, renewed))
     assert grants(grants_dir) == [holds.plan_id]
     # and at its expiry, the fifth goes too
-    assert sweep(approvals_dir, NOW + timedelta(seconds=600), grants_dir) == [holds.plan_id]
+    assert sweep(approvals_dir, NOW + timedelta(seconds=600), grants_dir=grants_dir) == [
+        holds.plan_id
+    ]
 
 
 def test_an_expired_now_approval_leaves_once_the_apply_ended_its_plan(
@@ -266,3 +268,24 @@ def test_ending_a_grant_that_is_not_there_is_nothing(grants_dir: Path) -> None:
     """No grant, or no rules directory at all (a host without polkit): nothing to end."""
     assert not end_grant("20261129-213500-0123abcd", grants_dir)
     assert not end_grant("20261129-213500-0123abcd", grants_dir / "absent")
+
+
+def test_a_used_now_approval_keeps_its_grant_until_the_plans_steps_have_run(
+    store: PlanStore, approvals_dir: Path, grants_dir: Path, record: PlanRecord
+) -> None:
+    """The apply consumes the --now approval and the archive moves it to used/ before
+    the plan's first step: while the plan is APPLYING, the sweep keeps its grant (its
+    second step would be refused by polkit otherwise); once APPLIED, the grant goes."""
+    approved_now(store, approvals_dir, grants_dir, record)
+    status = store.status(record.plan_id, record)
+    store.save_status(transition(status, PlanState.APPLYING, by="apply", at=NOW))
+    used = approvals_dir / "used"
+    used.mkdir(mode=0o700)
+    (approvals_dir / f"{record.plan_id}.approval").rename(used / f"{record.plan_id}.approval")
+    assert sweep(approvals_dir, NOW, store, grants_dir) == []
+    assert grants(grants_dir) == [record.plan_id]
+    assert not grant_holds(approvals_dir, record.plan_id, NOW)  # without the store: gone
+    status = store.status(record.plan_id, record)
+    store.save_status(transition(status, PlanState.APPLIED, by="apply", at=NOW))
+    assert sweep(approvals_dir, NOW, store, grants_dir) == [record.plan_id]
+    assert grants(grants_dir) == []

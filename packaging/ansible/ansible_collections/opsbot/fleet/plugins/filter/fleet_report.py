@@ -24,6 +24,7 @@ are), counts must be counts, and its text is shown escaped, on one line, bounded
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import textwrap
 from collections.abc import Mapping
@@ -420,9 +421,20 @@ _MD_ESCAPES = str.maketrans(
 )
 
 
+#: What GitHub's Markdown turns into a link by itself (an autolink): a scheme's "://" and
+#: a "www." name, defanged as incident reports show a URL not to be followed
+#: ("https[:]//", "www[.]").
+_AUTOLINK = re.compile(r"(?i)(:)(//)|\b(www)(\.)")
+
+
+def _defang(match: re.Match[str]) -> str:
+    colon, slashes, www, dot = match.groups()
+    return f"[:]{slashes}" if colon else f"{www}[.]"
+
+
 def _md(text: Any) -> str:
-    """Text from a host inside a Markdown table cell or line."""
-    return printable(text).translate(_MD_ESCAPES)
+    """Text from a host inside a Markdown table cell or line: no markup, and no link."""
+    return _AUTOLINK.sub(_defang, printable(text)).translate(_MD_ESCAPES)
 
 
 def fleet_report_markdown(report: Any) -> str:
