@@ -106,6 +106,8 @@ def test_a_failed_unit_is_read_as_failing_and_nothing_is_probed() -> None:
 def test_down_is_what_systemd_says_of_a_unit_that_ended_badly(
     active: str, sub: str, result: str, down: bool
 ) -> None:
+    """Failed, waiting to restart, or stopped or starting after a Result= other than
+    success: down. Stopped cleanly, running (whatever its last Result=), reloading: not."""
     reading = UnitReading("app.service", active, sub, result)
     assert reading.down is down
     assert reading.shows_failure is down
@@ -170,6 +172,8 @@ def test_at_most_four_targets_are_probed_and_an_unreachable_one_shows_nothing() 
     ],
 )
 def test_a_target_fails_when_it_answers_wrong_late_or_refuses(outcome: str, failing: bool) -> None:
+    """A wrong status, no answer in time, or a refused connection is a failure of a unit
+    that runs; a target root could not reach says nothing."""
     assert TargetReading("api", outcome).failing is failing
     running = UnitReading("app.service", "active", "running", "success")
     with_target = UnitReading(**{**running.__dict__, "targets": (TargetReading("api", outcome),)})
@@ -203,6 +207,8 @@ def test_a_unit_systemd_does_not_know_or_cannot_say_shows_no_failure() -> None:
 
 
 def test_a_unit_that_runs_without_a_target_says_so() -> None:
+    """app.service runs and no target of root's config is its own: the words say so (a
+    rule then has nothing of root's to act on)."""
     read = read_units(
         ["app.service"],
         {"db": target(9000, "db.service")},
