@@ -26,7 +26,7 @@ import structlog
 
 from opsbot_cli.output import command, json_out, out, require_root
 from plans import PlanStore, archive_used, used_dir, utcnow, witness
-from plans.grants import ended_by_expiry
+from plans.grants import ended_by_expiry, still_applying
 from plans.polkit import RULE_UNIT
 from shared_io.paths import Paths
 from shared_io.run import run as run_program
@@ -65,7 +65,8 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         if ended_by_expiry(paths.approvals_dir, store, plan_id, now):
             expired.add(plan_id)
             return True
-        return is_used(plan_id)
+        # An --now approval stays while its plan's steps run: its grant with it.
+        return is_used(plan_id) and not still_applying(paths.approvals_dir, store, plan_id)
 
     moved = archive_used(paths.approvals_dir, is_done)
     if moved:

@@ -19,7 +19,7 @@ import structlog
 
 from opsbot_cli.errors import ConsoleError
 from opsbot_cli.output import command, json_out, out, require_root
-from plans import RULE_PATH, PlanStore, privilege_mode, render_rule, utcnow, write_rule
+from plans import RULE_PATH, privilege_mode, render_rule, utcnow, write_rule
 from plans.grants import sweep
 from plans.polkit import RULE_DAYS, Interval, rule_matches
 from plans.windows import intervals
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
     require_root("polkit-rule --write")
     ended: list[str] = []
     try:  # the grants first (a rejected plan's goes at once), never at the rule's cost
-        ended = sweep(paths.approvals_dir, utcnow(), PlanStore(paths.state_dir))
+        ended = sweep(paths.approvals_dir, utcnow())
     except OSError as exc:
         log.warning("grant.sweep_failed", error=exc.strerror or str(exc))
     for plan_id in ended:

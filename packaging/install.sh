@@ -72,7 +72,11 @@ else
     # pip builds in the source tree; build from a copy so a read-only checkout works.
     build=$(mktemp -d)
     trap 'rm -rf "$build"' EXIT
-    tar -C "$src" --exclude=.git --exclude='*.egg-info' --exclude=build -cf - . \
+    # Caches and a mutation run's copy are not the product (and change while a linter or
+    # mutmut runs in the checkout: tar would fail "file changed as we read it").
+    tar -C "$src" --exclude=.git --exclude='*.egg-info' --exclude=build \
+        --exclude=.mypy_cache --exclude=.ruff_cache --exclude=__pycache__ \
+        --exclude=./mutants -cf - . \
         | tar -C "$build" -xf -
     step "installing opsbot into $venv"
     if [ -n "$wheelhouse" ]; then

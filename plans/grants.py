@@ -14,9 +14,10 @@ exactly its units, until the approval expires. The grant ends when its approval 
   behind (that approve also looks, after writing its grant, and removes it itself);
 - **renewed without ``--now``** (``sudo opsbot approve ID`` again): the new approval waits
   for the windows, and the road removes the old grant;
-- **used**: opsbot-archive moves the approval to ``used/`` and starts
-  opsbot-polkit-rule.service, whose :func:`sweep` removes it once the plan's steps have
-  run (the plan left APPLYING: a plan of several steps keeps its grant to its last);
+- **used**: once the plan's steps have run (it left APPROVED and APPLYING: a plan of
+  several steps keeps its grant to its last, :func:`still_applying`), opsbot-archive
+  (started by the apply's ExecStopPost=) moves the approval to ``used/`` and starts
+  opsbot-polkit-rule.service, whose :func:`sweep` removes the grant first thing;
 - **expired**: polkit stops honouring it that very millisecond by itself (the grant's
   JavaScript compares polkit's clock with the approval's ``expires_at``). The file goes
   once the apply has marked the plan EXPIRED (opsbot-apply.timer, every minute): the
@@ -38,7 +39,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from plans.approvals import approval_path, read_approval_file, rejection_reason, used_dir
+from plans.approvals import approval_path, read_approval_file, rejection_reason
 from plans.errors import ApprovalRefused, PlanError
 from plans.polkit import RULE_PATH, grant_path, remove_grants
 from plans.store import PlanStore
@@ -46,43 +47,37 @@ from shared_io.errors import StoreError
 from shared_io.files import fsync_dir
 from shared_schema import Approval, PlanState
 
-__all__ = ["end_grant", "ended_by_expiry", "grant_holds", "sweep"]
+__all__ = ["end_grant", "ended_by_expiry", "grant_holds", "still_applying", "sweep"]
 
 
-def _approval(approvals_dir: Path, plan_id: str, used: bool = False) -> Approval | None:
-    """Root's approval of ``plan_id`` as its file says (``used``: the one the archive
-    moved to ``used/``), or None (no file root wrote)."""
-    where = used_dir(approvals_dir) if used else approvals_dir
+def _approval(approvals_dir: Path, plan_id: str) -> Approval | None:
+    """Root's approval of ``plan_id`` as its file says, or None (no file root wrote)."""
     try:
-        data, _ = read_approval_file(approval_path(where, plan_id))
+        data, _ = read_approval_file(approval_path(approvals_dir, plan_id))
         approval = Approval.model_validate_json(data)
     except (ApprovalRefused, ValidationError):
         return None
     return approval if approval.plan_id == plan_id else None
 
 
-def grant_holds(
-    approvals_dir: Path, plan_id: str, now: datetime, store: PlanStore | None = None
-) -> bool:
+def grant_holds(approvals_dir: Path, plan_id: str, now: datetime) -> bool:
     """Whether the grant of ``plan_id`` still has an approval to stand on: root's
-    ``--now`` approval, not expired, not rejected, and either waiting in the approvals
-    directory, or used by an apply that is still running its steps (the archive moves an
-    approval to ``used/`` as soon as the apply consumes it, before its first step: the
-    grant must outlive that move until the plan leaves APPLYING, or a later step of the
-    plan would be refused by polkit halfway). ``store``: where to read the plan's state
-    (none: a used approval's grant holds no longer)."""
+    ``--now`` approval, in the approvals directory, not expired, and not rejected."""
     if rejection_reason(approvals_dir, plan_id):
         return False
     approval = _approval(approvals_dir, plan_id)
-    if approval is None and store is not None and _applying(store, plan_id):
-        approval = _approval(approvals_dir, plan_id, used=True)
     return approval is not None and approval.override_window and not approval.expired(now)
 
 
-def _applying(store: PlanStore, plan_id: str) -> bool:
-    """The plan's steps are being run (or are about to be): APPROVED or APPLYING. The
-    executor's uid could keep a status saying so; the grant still ends at the approval's
-    expiry, as it would have unused."""
+def still_applying(approvals_dir: Path, store: PlanStore, plan_id: str) -> bool:
+    """An ``--now`` approval whose plan's steps are being run (APPROVED or APPLYING):
+    opsbot-archive leaves it where it is although the apply consumed it, so that its grant
+    holds to the plan's last step (the apply's ExecStopPost= starts the archive again once
+    it ended). The executor's uid could keep a status saying so; the grant still ends at
+    the approval's expiry, as it would have unused."""
+    approval = _approval(approvals_dir, plan_id)
+    if approval is None or not approval.override_window:
+        return False
     try:
         state = store.status(plan_id, store.load(plan_id)).state
     except (PlanError, StoreError):
@@ -109,16 +104,9 @@ def end_grant(plan_id: str, grants_dir: Path = RULE_PATH.parent) -> bool:
     return True
 
 
-def sweep(
-    approvals_dir: Path,
-    now: datetime,
-    store: PlanStore | None = None,
-    grants_dir: Path = RULE_PATH.parent,
-) -> list[str]:
+def sweep(approvals_dir: Path, now: datetime, grants_dir: Path = RULE_PATH.parent) -> list[str]:
     """Remove every grant whose approval no longer holds (:func:`grant_holds`); their ids."""
-    return remove_grants(
-        lambda plan_id: grant_holds(approvals_dir, plan_id, now, store), grants_dir
-    )
+    return remove_grants(lambda plan_id: grant_holds(approvals_dir, plan_id, now), grants_dir)
 
 
 def ended_by_expiry(approvals_dir: Path, store: PlanStore, plan_id: str, now: datetime) -> bool:

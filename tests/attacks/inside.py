@@ -92,6 +92,45 @@ def reject_quietly(ct: BootedSystemd, *plan_ids: str) -> None:
         cli(ct, "reject", plan_id, "--reason", "attack test cleanup", check=False)
 
 
+#: Run as root: move every stored plan naming one of argv's units into the store's
+#: archive, as the retention does (plans.store.PlanStore.retire), owned as the store is.
+RETIRE_PLANS_OF = """
+import json, os, sys
+from pathlib import Path
+from plans.store import PlanStore
+store = PlanStore(Path("/var/lib/opsbot"))
+owner = os.stat(store.root)
+units, moved = set(sys.argv[1:]), []
+for plan_id in store.ids():
+    try:
+        named = set(store.verified_plan(store.load(plan_id)).units())
+    except Exception:
+        continue
+    if not named & units:
+        continue
+    month = store.archive / f"{plan_id[:4]}-{plan_id[4:6]}"
+    for made in (store.archive, month):
+        if not made.exists():
+            made.mkdir(mode=0o750)
+            os.chown(made, owner.st_uid, owner.st_gid)
+    os.rename(store.plans / f"{plan_id}.json", month / f"{plan_id}.json")
+    status = store.status_dir / f"{plan_id}.json"
+    if status.exists():
+        os.rename(status, month / f"{plan_id}.status.json")
+    moved.append(plan_id)
+print(json.dumps(moved))
+"""
+
+
+def retire_plans_of(ct: BootedSystemd, *units: str) -> list[str]:
+    """A test that allowed its own units for a while leaves no plan of them in the store
+    once they are out of the allowlist again (the store audit of the other attacks holds
+    every stored plan to today's policy): they are archived, as the retention would."""
+    out = ct.run([PYTHON, "-c", RETIRE_PLANS_OF, *units]).stdout
+    moved: list[str] = json.loads(out)
+    return moved
+
+
 @contextlib.contextmanager
 def edited_file(ct: BootedSystemd, path: str, text: str) -> Iterator[None]:
     """``path`` holds ``text`` inside the block, and its old content after."""

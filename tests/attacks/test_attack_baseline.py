@@ -43,6 +43,7 @@ from tests.attacks.inside import (
     edited_file,
     invocation,
     reject_quietly,
+    retire_plans_of,
 )
 
 BASELINE_DIR = "/var/lib/opsbot-diagnose/baseline"
@@ -134,6 +135,7 @@ def shop(opsbot: BootedSystemd) -> Iterator[tuple[BootedSystemd, Shop]]:
     finally:
         waiting = json.loads(cli(ct, "plans", "--state", "proposed,approved", "--json").stdout)
         reject_quietly(ct, *(p["plan_id"] for p in waiting if {s.app, s.paused} & set(p["units"])))
+        retire_plans_of(ct, s.app, s.paused)
         ct.run(["rm", "-f", s.poison_path, *paths])
         ct.systemctl("stop", s.app, s.paused, check=False)
         ct.systemctl("reset-failed", s.app, s.paused, check=False)

@@ -22,7 +22,14 @@ import pytest
 
 from testbed.container import BootedSystemd
 from testbed.host import TEST_CONFIG, restart_plan, submit, wait_state
-from tests.attacks.inside import CONFIG, approval_path, cli, edited_file, invocation
+from tests.attacks.inside import (
+    CONFIG,
+    approval_path,
+    cli,
+    edited_file,
+    invocation,
+    retire_plans_of,
+)
 
 #: A plan that will not change by itself any more, once its steps ran.
 JUDGED = {"VERIFIED", "UNRESOLVED", "FAILED", "STALE"}
@@ -96,6 +103,7 @@ def victim(opsbot: BootedSystemd) -> Iterator[tuple[BootedSystemd, Victim]]:
             for plan in waiting:
                 if v.unit in plan["units"]:
                     cli(ct, "reject", plan["plan_id"], "--reason", "the attack is over")
+            retire_plans_of(ct, v.unit)
     cli(ct, "polkit-rule", "--write")
     ct.systemctl("stop", v.unit, check=False)
     ct.run(["rm", "-f", path])

@@ -24,7 +24,7 @@ from plans import (
     write_approval,
 )
 from plans.approvals import write_rejection
-from plans.grants import end_grant, ended_by_expiry, grant_holds, sweep
+from plans.grants import end_grant, ended_by_expiry, grant_holds, still_applying, sweep
 from plans.polkit import grant_path, grants, plan_verbs, render_grant, write_rule
 from plans.road import Person, Request, Road
 from shared_io.errors import StoreError
@@ -270,22 +270,24 @@ def test_ending_a_grant_that_is_not_there_is_nothing(grants_dir: Path) -> None:
     assert not end_grant("20261129-213500-0123abcd", grants_dir / "absent")
 
 
-def test_a_used_now_approval_keeps_its_grant_until_the_plans_steps_have_run(
+def test_a_used_now_approval_stays_with_its_grant_until_the_plans_steps_have_run(
     store: PlanStore, approvals_dir: Path, grants_dir: Path, record: PlanRecord
 ) -> None:
-    """The apply consumes the --now approval and the archive moves it to used/ before
-    the plan's first step: while the plan is APPLYING, the sweep keeps its grant (its
-    second step would be refused by polkit otherwise); once APPLIED, the grant goes."""
+    """The apply consumed the --now approval and runs the plan's steps: the archive
+    leaves the approval where it is (still_applying), so the sweep keeps its grant and
+    the plan's second step is not refused by polkit halfway; once APPLIED, the approval
+    may go, and with it the grant."""
     approved_now(store, approvals_dir, grants_dir, record)
     status = store.status(record.plan_id, record)
     store.save_status(transition(status, PlanState.APPLYING, by="apply", at=NOW))
-    used = approvals_dir / "used"
-    used.mkdir(mode=0o700)
-    (approvals_dir / f"{record.plan_id}.approval").rename(used / f"{record.plan_id}.approval")
-    assert sweep(approvals_dir, NOW, store, grants_dir) == []
-    assert grants(grants_dir) == [record.plan_id]
-    assert not grant_holds(approvals_dir, record.plan_id, NOW)  # without the store: gone
+    assert still_applying(approvals_dir, store, record.plan_id)
+    assert sweep(approvals_dir, NOW, grants_dir=grants_dir) == []
     status = store.status(record.plan_id, record)
     store.save_status(transition(status, PlanState.APPLIED, by="apply", at=NOW))
-    assert sweep(approvals_dir, NOW, store, grants_dir) == [record.plan_id]
+    assert not still_applying(approvals_dir, store, record.plan_id)
+    (approvals_dir / f"{record.plan_id}.approval").unlink()  # the archive moved it
+    assert sweep(approvals_dir, NOW, grants_dir=grants_dir) == [record.plan_id]
     assert grants(grants_dir) == []
+    other = submitted(store, plan_of(goal="within the windows"))
+    write_approval(approvals_dir, other, "root", NOW, 600)  # not --now: archived when used
+    assert not still_applying(approvals_dir, store, other.plan_id)
