@@ -130,6 +130,18 @@ def _policy(paths: Paths) -> tuple[ExecutorPolicy, str]:
     return config.executor, digest
 
 
+def _sweep(paths: Paths) -> list[str]:
+    """Remove the grants whose approval no longer holds (plans.grants.sweep); their ids."""
+    try:
+        ended = sweep(paths.approvals_dir, utcnow())
+    except OSError as exc:
+        log.warning("grant.sweep_failed", error=exc.strerror or str(exc))
+        return []
+    for plan_id in ended:
+        log.info("grant.removed", plan_id=plan_id, reason="its approval no longer holds")
+    return ended
+
+
 def run(args: argparse.Namespace, paths: Paths) -> int:
     if not args.write:
         rule, windows = rule_for(load_config(paths.config).executor)
@@ -141,13 +153,10 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
             sys.stdout.write(rule)
         return 0
     require_root("polkit-rule --write")
-    ended: list[str] = []
-    try:  # the grants first (a rejected plan's goes at once), never at the rule's cost
-        ended = sweep(paths.approvals_dir, utcnow())
-    except OSError as exc:
-        log.warning("grant.sweep_failed", error=exc.strerror or str(exc))
-    for plan_id in ended:
-        log.info("grant.removed", plan_id=plan_id, reason="its approval no longer holds")
+    # The grants first (a rejected plan's goes at once), and again once the rule is
+    # written: an approval archived while this run waited for a quiet config started this
+    # unit again, and that start merged into this run. Never at the rule's cost.
+    ended = _sweep(paths)
     try:
         rule, windows, digest = write_following(paths, max(0.0, min(args.until_quiet, 60.0)))
     except OSError as exc:
@@ -155,6 +164,7 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
             f"cannot write {RULE_PATH}: {exc.strerror or exc}",
             hint=f"is {RULE_PATH.parent} a directory on a writable file system?",
         ) from exc
+    ended += _sweep(paths)
     spans = _spans(windows)
     if args.json:
         json_out(
