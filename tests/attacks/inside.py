@@ -131,6 +131,24 @@ def retire_plans_of(ct: BootedSystemd, *units: str) -> list[str]:
     return moved
 
 
+def ruled(ct: BootedSystemd, plan_id: str) -> dict[str, Any]:
+    """What the rules decided about ``plan_id``, as root's ``opsbot policy report`` says,
+    after a run of opsbot-rules that began once the plan was stored."""
+    ct.wait_for(
+        lambda: (
+            ct.systemctl("show", "-P", "ActiveState", "opsbot-rules.service").stdout.strip()
+            != "activating"
+        ),
+        timeout=120,
+        interval=0.2,
+        what="opsbot-rules.service idle",
+    )
+    ct.systemctl("start", "opsbot-rules.service")
+    recent = json.loads(cli(ct, "policy", "report", "--json").stdout)["recent"]
+    [decision] = [d for d in recent if d["plan_id"] == plan_id]
+    return dict(decision)
+
+
 @contextlib.contextmanager
 def edited_file(ct: BootedSystemd, path: str, text: str) -> Iterator[None]:
     """``path`` holds ``text`` inside the block, and its old content after."""

@@ -29,7 +29,6 @@ import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
@@ -44,6 +43,7 @@ from tests.attacks.inside import (
     invocation,
     reject_quietly,
     retire_plans_of,
+    ruled,
 )
 
 BASELINE_DIR = "/var/lib/opsbot-diagnose/baseline"
@@ -169,24 +169,6 @@ def diagnosed(ct: BootedSystemd, unit: str) -> tuple[str, list[tuple[str, str, s
     plan_id = str(verdict["plan_id"])
     steps = detail(ct, plan_id)["plan"]["steps"]
     return plan_id, [(s["tool"], s["args"]["unit"], s.get("reason") or "") for s in steps]
-
-
-def ruled(ct: BootedSystemd, plan_id: str) -> dict[str, Any]:
-    """What the rules decided about ``plan_id``, as root's ``opsbot policy report`` says,
-    after a run of opsbot-rules that began once the plan was stored."""
-    ct.wait_for(
-        lambda: (
-            ct.systemctl("show", "-P", "ActiveState", "opsbot-rules.service").stdout.strip()
-            != "activating"
-        ),
-        timeout=120,
-        interval=0.2,
-        what="opsbot-rules.service idle",
-    )
-    ct.systemctl("start", "opsbot-rules.service")
-    recent = json.loads(cli(ct, "policy", "report", "--json").stdout)["recent"]
-    [decision] = [d for d in recent if d["plan_id"] == plan_id]
-    return dict(decision)
 
 
 def test_a_poisoned_baseline_misleads_the_diagnosis_but_no_rule_approves_what_it_built(

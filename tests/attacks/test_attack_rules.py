@@ -16,7 +16,6 @@ import json
 import secrets
 import socket
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -29,6 +28,7 @@ from tests.attacks.inside import (
     edited_file,
     invocation,
     retire_plans_of,
+    ruled,
 )
 
 #: A plan that will not change by itself any more, once its steps ran.
@@ -136,24 +136,6 @@ def bait(ct: BootedSystemd, v: Victim) -> str:
     reply = submit(ct, plan)
     assert reply["verdict"] == "ACCEPT", reply
     return str(reply["plan_id"])
-
-
-def ruled(ct: BootedSystemd, plan_id: str) -> dict[str, Any]:
-    """What the rules decided about ``plan_id``, as root's ``opsbot policy report`` says,
-    after a run of opsbot-rules that began once the plan was stored."""
-    ct.wait_for(
-        lambda: (
-            ct.systemctl("show", "-P", "ActiveState", "opsbot-rules.service").stdout.strip()
-            != "activating"
-        ),
-        timeout=120,
-        interval=0.2,
-        what="opsbot-rules.service idle",
-    )
-    ct.systemctl("start", "opsbot-rules.service")
-    recent = json.loads(cli(ct, "policy", "report", "--json").stdout)["recent"]
-    [decision] = [d for d in recent if d["plan_id"] == plan_id]
-    return dict(decision)
 
 
 def hang(ct: BootedSystemd, v: Victim) -> None:
