@@ -17,6 +17,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shared_io.exports import lazy_exports
+from shared_io.startup import start_lean
+
+# Before any of its modules loads structlog or builds a model (shared_io.startup).
+start_lean()
 
 #: The modules whose ``__all__`` this package exports (a name is written once, where it
 #: is defined); scripts/generate-exports writes the table below from them.

@@ -27,6 +27,7 @@ from shared_io import log as logsetup
 from shared_io.config import load_config
 from shared_io.errors import OpsbotError
 from shared_io.paths import Paths
+from shared_io.startup import imports_done
 from shared_schema.text import printable
 
 log = structlog.get_logger("opsbot.apply")
@@ -92,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true", help="log debug events")
     parser.add_argument("--json", action="store_true", help="print the outcomes as JSON")
     args = parser.parse_args(argv)
+    if argv is None:  # the program itself (opsbot-apply.service), not a test
+        imports_done()
     logsetup.configure("opsbot-apply", verbose=args.verbose)
     try:
         outcomes = apply_plans(Paths.from_env(), actor=pwd.getpwuid(os.getuid()).pw_name)

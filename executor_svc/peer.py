@@ -52,10 +52,11 @@ class Roles:
     diagnose_user: str
     operators_group: str
 
-    def role_of(self, uid: int, gid: int) -> Role:
+    def role_of(self, uid: int, gid: int, name: str | None = None) -> Role:
+        """``name``: the uid's user name, where the caller looked it up already."""
         if uid == 0:
             return Role.ROOT
-        name = user_name(uid)
+        name = user_name(uid) if name is None else name
         if name == self.diagnose_user:
             return Role.DIAGNOSE
         try:
@@ -70,4 +71,5 @@ class Roles:
 
     def identify(self, conn: socket.socket) -> Peer:
         pid, uid, gid = peer_credentials(conn)
-        return Peer(pid, uid, gid, user_name(uid), self.role_of(uid, gid))
+        name = user_name(uid)  # once a connection: each lookup reads the user database
+        return Peer(pid, uid, gid, name, self.role_of(uid, gid, name))

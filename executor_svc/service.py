@@ -8,6 +8,7 @@ it will run. pending/verify: opsbot-verify's (plans.verification).
 
 import bisect
 import shlex
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -105,6 +106,40 @@ def summary(record: PlanRecord, status: StatusRecord, plan: Plan | None) -> Plan
     )
 
 
+Stamps = tuple[tuple[int, ...] | None, tuple[int, ...] | None]
+
+
+class Summaries:
+    """Plan summaries as a listing last read them, each kept with the stamps of the
+    plan's record and status files (PlanStore.stamp) and read again once either changed:
+    a listing of the same newest plans reads no file but their names and stamps. At most
+    :attr:`limit` are kept, the least recently listed dropped first."""
+
+    limit = 1024
+
+    def __init__(self, store: PlanStore) -> None:
+        self.store = store
+        self._kept: dict[str, tuple[Stamps, PlanSummary]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, plan_id: str, read: Callable[[str], PlanSummary]) -> PlanSummary:
+        """``plan_id``'s summary: the one kept if its files are as they were read, else
+        ``read(plan_id)`` (whose OpsbotError is the caller's), kept."""
+        # Before the read: a change while it goes on makes the next stamp differ.
+        stamps = self.store.stamp(plan_id)
+        with self._lock:
+            kept = self._kept.pop(plan_id, None)
+            if kept is not None and kept[0] == stamps:
+                self._kept[plan_id] = kept
+                return kept[1]
+        fresh = read(plan_id)
+        with self._lock:
+            self._kept[plan_id] = (stamps, fresh)
+            while len(self._kept) > self.limit:
+                del self._kept[next(iter(self._kept))]
+        return fresh
+
+
 class ExecutorService:
     def __init__(
         self,
@@ -129,6 +164,8 @@ class ExecutorService:
         self.config_state = config_state
         #: Submits refused since start because too many plans waited (logged with each).
         self.refused_waiting = 0
+        #: The summaries the last listings read, each with the stamps of its files.
+        self._summaries = Summaries(store)
 
     def handle(self, request: RequestModel, peer: Peer) -> Reply:
         # One policy for the whole request, whatever the file does meanwhile.
@@ -238,7 +275,8 @@ class ExecutorService:
 
     def list_plans(self, request: ListPlans) -> PlanList | Reject:
         """The ``limit`` newest plans (since ``since``): ids are times, so which those are
-        is known from the names alone, and only they are read."""
+        is known from the names alone (listed again only when the store's directory
+        changed), and only they are read, each again only when its files changed."""
         ids = self.store.ids()
         if request.since is not None:
             first = request.since.astimezone(UTC).strftime("%Y%m%d-%H%M%S")
@@ -246,7 +284,7 @@ class ExecutorService:
         summaries: list[PlanSummary] = []
         for plan_id in ids[-request.limit :]:
             try:
-                summaries.append(summary(*self._read(plan_id)))
+                summaries.append(self._summaries.get(plan_id, lambda p: summary(*self._read(p))))
             except OpsbotError as exc:
                 log.warning("plan.unreadable", plan_id=plan_id, error=exc.message)
         return PlanList(plans=summaries, total=len(ids))

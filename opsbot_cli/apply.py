@@ -2,7 +2,12 @@
 
 Root starts opsbot-apply.service and follows its journal until the run ends: the steps run
 as the executor's user, in its unit's sandbox, held by the polkit rule; never in this
-process, never as root (``sudo opsbot apply`` has no way around polkit). What the run did
+process, never as root (``sudo opsbot apply`` has no way around polkit). Where no stored
+plan is APPROVED (nor left APPLYING), no approval waits for a plan an apply could run
+(plans.apply_queue): it says ``nothing approved``, lists the plans that wait for approval and
+exits with their status, without starting the unit (the timer's next run still expires
+what is old). The journal is followed as it grows, and the wait ends the moment the start
+returns. What the run did
 to each plan is printed from its ``apply.outcomes`` entry, believed only from that unit
 and its user: a line per step as it ends (``changed`` / ``failed``, with its argv), a line
 per plan, then, for each plan whose steps all ran, opsbot-verify's VERIFIED or UNRESOLVED
@@ -23,6 +28,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import select
 import shlex
 import sys
 import threading
@@ -30,8 +37,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-import structlog
 
 from opsbot_cli.errors import ConsoleError
 from opsbot_cli.output import (
@@ -45,13 +50,11 @@ from opsbot_cli.output import (
     printable,
     require_root,
 )
-from plans import APPLY_UNIT, executor_uids, outcome_json, preview_plans
+from plans import APPLY_UNIT, Waiting, executor_uids, outcome_json, waiting
 from shared_io.exit_codes import ERROR, FAILED, OK, REFUSED, WAITING, at_timeout, for_state, worst
 from shared_io.paths import Paths
 from shared_io.run import RunResult, run
 
-#: How often the journal is looked at while the run goes on.
-FOLLOW_INTERVAL = 0.5
 #: The unit's TimeoutStartSec=30min, and a minute for systemd to say it gave up.
 START_TIMEOUT = 31 * 60.0
 #: Beyond settle_seconds, how long the console waits for opsbot-verify to judge a plan.
@@ -59,8 +62,6 @@ VERIFY_MARGIN = 120.0
 #: A step's outcome in the journal, as the per-step line says it (like ansible-playbook).
 STEP_WORD = {"ok": "changed", "failed": "failed", "timeout": "failed"}
 LOOK = f"journalctl -u {APPLY_UNIT} -n 30"
-
-log = structlog.get_logger("opsbot.console.apply")
 
 Entry = dict[str, Any]
 
@@ -80,6 +81,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def run_command(args: argparse.Namespace, paths: Paths) -> int:
     if args.dry_run:
+        from plans import preview_plans
+
         outcomes = [outcome_json(o) for o in preview_plans(paths)]
         if args.json:
             json_out(outcomes)
@@ -87,10 +90,31 @@ def run_command(args: argparse.Namespace, paths: Paths) -> int:
             _print_dry_run(outcomes, args.verbose)
         return worst(*(_dry_status(o) for o in outcomes))
     require_root("apply")
-    log.info("apply.requested", by=operator_name(), unit=APPLY_UNIT)
     verbose = args.verbose
+    try:
+        waits = waiting(paths.state_dir)
+    except OSError:
+        waits = None  # the store could not be listed: the apply says why
+    if waits is not None and waits.nothing_approved:
+        return _nothing_approved(waits, paths, args.json, verbose)
+    from shared_io.log import get_logger  # loaded for a start only, and configured
+
+    log = get_logger("opsbot.console.apply", "opsbot")
+    log.info("apply.requested", by=operator_name(), unit=APPLY_UNIT)
     report = follow_apply_unit(on_step=None if args.json else lambda e: _print_step(e, verbose))
     return report.exit_status(lambda outcomes: _finish(outcomes, paths, args.json, verbose))
+
+
+def _nothing_approved(waits: Waiting, paths: Paths, as_json: bool, verbose: bool) -> int:
+    """No plan an apply could run: said, with the plans that wait for approval, and the
+    status they make (3 where one waits, else 0); opsbot-apply.service is not started."""
+    if not as_json:
+        said = (
+            f"nothing approved: {APPLY_UNIT} not started (no plan in {paths.state_dir} is APPROVED)"
+        )
+        for line in fit(printable(said), lines=2, verbose=verbose):
+            out(line)
+    return _finish([outcome_json(o) for o in waits.outcomes()], paths, as_json, verbose)
 
 
 #: What the next apply would do with a plan (Outcome.would), as the dry run's status.
@@ -268,44 +292,59 @@ def _failure(result: RunResult | None) -> str:
 
 def follow_apply_unit(on_step: Callable[[Entry], None] | None = None) -> ApplyReport:
     """``systemctl start opsbot-apply.service`` (a oneshot: it returns when the run ends;
-    if a run is already going on, it waits for that one), reading the unit's journal
-    from now on meanwhile, and once more after journald has caught up."""
+    if a run is already going on, it waits for that one), reading the unit's journal from
+    now on meanwhile: woken by each new entry and by the start returning, never by a
+    clock. Only when the run's last word (``apply.outcomes`` or ``apply.failed``) is not
+    there once the start returned is journald asked to write out what it was sent
+    (``journalctl --sync``), and the journal read once more."""
     from systemd import journal
 
     report = ApplyReport(frozenset(executor_uids()), on_step=on_step)
     reader = journal.Reader()
+    woken, wake = os.pipe()
+    result: list[RunResult] = []
+
+    def start() -> None:
+        try:
+            argv = ["systemctl", "start", "--no-ask-password", APPLY_UNIT]
+            result.append(run(argv, timeout=START_TIMEOUT))
+        finally:
+            os.write(wake, b"\0")  # the follower wakes now, not at its next look
+
+    # A daemon thread: on Ctrl-C the console leaves, and the run goes on in systemd.
+    starter = threading.Thread(target=start, name="systemctl-start", daemon=True)
     try:
+        poller = select.poll()  # the journal's fd first: its watches are set up then
+        poller.register(reader.fileno(), reader.get_events())
+        poller.register(woken, select.POLLIN)
         # No add_match: the report picks the unit's entries itself (sd-journal 252 may
         # skip entries that arrive after a match was positioned at the tail).
         reader.seek_tail()
         reader.get_previous()  # positioned on the last entry so far: the next are new
-        done = threading.Event()
-        result: list[RunResult] = []
-
-        def start() -> None:
-            try:
-                argv = ["systemctl", "start", "--no-ask-password", APPLY_UNIT]
-                result.append(run(argv, timeout=START_TIMEOUT))
-            finally:
-                done.set()
-
-        # A daemon thread: on Ctrl-C the console leaves, and the run goes on in systemd.
-        threading.Thread(target=start, name="systemctl-start", daemon=True).start()
+        starter.start()
         try:
-            while not done.is_set():
-                reader.wait(FOLLOW_INTERVAL)
+            while starter.is_alive():
+                poller.poll(reader.get_timeout_ms())  # -1: until either fd is ready
+                reader.process()
                 for entry in reader:
                     report.take(entry)
         except KeyboardInterrupt:
             print(f"opsbot: {APPLY_UNIT} goes on: journalctl -fu {APPLY_UNIT}", file=sys.stderr)
             raise
         report.started = result[0]
-        run(["journalctl", "--sync"], timeout=30)
         reader.process()
         for entry in reader:
             report.take(entry)
+        if report.outcomes is None and report.error is None:
+            run(["journalctl", "--sync"], timeout=30)
+            reader.process()
+            for entry in reader:
+                report.take(entry)
     finally:
         reader.close()
+        if not starter.is_alive():  # else it still writes to them: the process ends anyway
+            os.close(woken)
+            os.close(wake)
     return report
 
 

@@ -22,16 +22,12 @@ from __future__ import annotations
 
 import argparse
 
-import structlog
-
 from opsbot_cli.output import command, json_out, out, require_root
 from plans import PlanStore, archive_used, used_dir, utcnow, witness
 from plans.grants import ended_by_expiry, still_applying
 from plans.polkit import RULE_UNIT
 from shared_io.paths import Paths
 from shared_io.run import run as run_program
-
-log = structlog.get_logger("opsbot.archive")
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -70,14 +66,19 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
 
     moved = archive_used(paths.approvals_dir, is_done)
     if moved:
+        # structlog is loaded (and configured) only to say what moved: a run that moved
+        # nothing (the apply's ExecStopPost= after its approval was archived) pays nothing.
+        from shared_io.log import get_logger
+
+        log = get_logger("opsbot.archive", "opsbot")
         started = run_program(["systemctl", "start", "--no-block", RULE_UNIT], timeout=30)
         if not started.ok:
             log.warning("grant.sweep_failed", unit=RULE_UNIT, error=started.failure())
-    for plan_id in moved:
-        log.info("approval.archived", plan_id=plan_id, to=str(used_dir(paths.approvals_dir)))
-        if not args.json:
-            how = "expired (--now)" if plan_id in expired else "used"
-            out(f"{plan_id}  approval {how}: moved to {used_dir(paths.approvals_dir)}")
+        for plan_id in moved:
+            log.info("approval.archived", plan_id=plan_id, to=str(used_dir(paths.approvals_dir)))
+            if not args.json:
+                how = "expired (--now)" if plan_id in expired else "used"
+                out(f"{plan_id}  approval {how}: moved to {used_dir(paths.approvals_dir)}")
     if args.json:
         json_out({"moved": moved, "to": str(used_dir(paths.approvals_dir))})
     return 0

@@ -40,6 +40,7 @@ from opsbot_cli.say import Parser, error_lines
 from shared_io.errors import ConfigError, OpsbotError
 from shared_io.exit_codes import ERROR, TABLE, help_text
 from shared_io.paths import Paths
+from shared_io.startup import imports_done, start_lean
 
 
 class Command(NamedTuple):
@@ -186,8 +187,12 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    start_lean()  # before a command's module loads structlog or builds a model
+    program = argv is None  # run as ``opsbot``, not called by a test
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv).parse_args(argv)
+    if program:
+        imports_done()  # the command's module is loaded
     if "structlog" in sys.modules:  # the command's modules log (plans, show do not)
         from shared_io import log as logsetup
 

@@ -30,6 +30,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import ClassVar
 
+from plans.apply_queue import WAITS_FOR_APPROVAL
 from plans.approvals import CheckedApproval, check_approval, rejection_reason
 from plans.errors import ApprovalExpired, ApprovalRefused, TamperedPlan
 from plans.policy import policy_errors, step_argv
@@ -125,7 +126,7 @@ class AwaitApproval:
     kind: ClassVar[str] = "wait"
     plan: Plan
     argv: list[list[str]]
-    reason: str = "waiting for approval"
+    reason: str = WAITS_FOR_APPROVAL
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,23 @@
 """What an apply did, or would do, with each plan: :class:`Outcome`, as the apply
 (executor_svc.apply) and the dry run (plans.preview) say it, and as ``opsbot apply
 --json`` prints it and the apply's ``apply.outcomes`` journal entry holds it
-(:func:`outcome_json`)."""
+(:func:`outcome_json`). It builds no model: ``opsbot apply`` says what waits with it
+before anything else is loaded."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from plans.preconditions import Check, precondition_checks
 from shared_io.errors import UnitStateError
 from shared_io.unit_show import UnitState
-from shared_schema import Plan, PlanState
+from shared_schema.states import PlanState
 from shared_schema.write_tools import WRITE_TOOLS_BY_NAME
+
+if TYPE_CHECKING:
+    from shared_schema import Plan
 
 __all__ = ["LiveStates", "Outcome", "StepPreview", "failed", "outcome_json", "preview_steps"]
 

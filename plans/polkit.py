@@ -19,6 +19,8 @@ The rule files are root's (root:root 0644, written atomically), never the owner 
 directory (polkitd on Debian): whoever could rewrite them could widen them.
 """
 
+from __future__ import annotations
+
 import contextlib
 import hashlib
 import json
@@ -28,11 +30,14 @@ import secrets
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from plans.names import EXECUTOR_USER
 from plans.tools import TOOLS
 from shared_io.files import fsync_dir
-from shared_schema import ExecutorPolicy
+
+if TYPE_CHECKING:  # opsbot-archive loads this module for its names, not the config's models
+    from shared_schema import ExecutorPolicy
 
 __all__ = ["RULE_PATH", "allowed_verbs", "privilege_mode", "render_rule", "write_rule"]
 

@@ -31,6 +31,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from plans._listing import PlanIds
+from plans._waiting import Open, OpenPlans
 from plans.errors import PlanError, PlanNotFound, StoreError, TamperedPlan, TooManyWaiting
 from plans.records import PlanRecord, Provenance, StatusRecord, Transition
 from shared_io.files import (
@@ -52,15 +54,6 @@ def new_plan_id(now: datetime) -> str:
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-@dataclass(frozen=True)
-class Open:
-    """A plan still open (PROPOSED or APPROVED), as the store's index knows it."""
-
-    plan_id: str
-    uid: int
-    submitted_at: datetime
 
 
 @dataclass(frozen=True)
@@ -101,7 +94,10 @@ class PlanStore:
         self.verify = state_dir / "verify"
         self.archive = state_dir / "archive"
         self._lock = threading.Lock()
-        self._open_by_sha: dict[str, Open] | None = None
+        self._open: OpenPlans | None = None
+        #: The plan ids in plans/, listed again only when the directory changed.
+        self._ids = PlanIds(self.plans)
+        self._plans_at, self._status_at = os.fspath(self.plans), os.fspath(self.status_dir)
         #: Plans being written now, by fingerprint; set when the write is over.
         self._writing: dict[str, threading.Event] = {}
 
@@ -147,58 +143,73 @@ class PlanStore:
         return self.plans / f"{plan_id}.json"
 
     def ids(self) -> list[str]:
-        """Every stored plan id, oldest first."""
-        try:
-            names = os.listdir(self.plans)
-        except FileNotFoundError:
-            return []
-        ids = [n[:-5] for n in names if n.endswith(".json") and is_valid_plan_id(n[:-5])]
-        return sorted(ids)
+        """Every stored plan id, oldest first (the directory is listed again only when
+        it changed: plans._listing)."""
+        return self._ids.ids()
 
-    def _index(self) -> dict[str, Open]:
-        if self._open_by_sha is None:
-            index: dict[str, Open] = {}
+    def stamp(self, plan_id: str) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+        """What identifies the bytes of ``plan_id``'s record and of its status now: each
+        file's inode, size and times (None for a file that is not there). A file is only
+        ever replaced whole (shared_io.files.write_atomic), and an edit in place moves
+        its change time, which no one but root can set: while both stamps are the ones
+        something was read under, the files hold what was read."""
+        if not is_valid_plan_id(plan_id):
+            self._plan_path(plan_id)  # PlanNotFound, saying what a plan id looks like
+        stamps: list[tuple[int, ...] | None] = []
+        # Strings, not Paths: a listing stamps hundreds of files.
+        for directory in (self._plans_at, self._status_at):
+            path = f"{directory}/{plan_id}.json"
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                stamps.append(None)
+                continue
+            except OSError as exc:
+                raise store_error("read", Path(path), exc) from exc
+            stamps.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+        return stamps[0], stamps[1]
+
+    def _index(self) -> OpenPlans:
+        if self._open is None:
+            index = OpenPlans()
             for plan_id in self.ids():
                 # A file that is no record (unreadable, tampered with, another plan's) is
                 # no open plan a new one could duplicate: it keeps no submit out.
                 with contextlib.suppress(StoreError, PlanError):
                     record = self.load(plan_id)
                     if not self.status(plan_id).state.is_final:
-                        index[record.sha256] = _open(record)
-            self._open_by_sha = index
-        return self._open_by_sha
+                        index.put(record.sha256, _open(record))
+            self._open = index
+        return self._open
 
-    def _still_open(self, index: dict[str, Open], sha: str) -> bool:
+    def _still_open(self, index: OpenPlans, sha: str) -> bool:
         """Whether the indexed plan ``sha`` is still open (read now); dropped if not."""
         try:
             if not self.status(index[sha].plan_id).state.is_final:
                 return True
         except (StoreError, PlanNotFound):
             pass
-        del index[sha]
+        index.drop(sha)
         return False
 
-    def _check_waiting(
-        self, index: dict[str, Open], caps: WaitingCaps, uid: int, now: datetime
-    ) -> None:
+    def _check_waiting(self, index: OpenPlans, caps: WaitingCaps, uid: int, now: datetime) -> None:
         """TooManyWaiting if one more plan from ``uid`` would pass ``caps`` (plans being
-        written count: racing submits cannot pass it together). Called with the lock."""
-        young = now - timedelta(seconds=caps.ttl_seconds)
+        written count: racing submits cannot pass it together). Called with the lock.
+        The index counts as it changes: a submit below the caps walks none of it."""
         # Plans past their TTL wait for nothing (and are no duplicate of a new one): out
         # of the index, which so holds at most the plans that may still wait.
-        for sha in [s for s, o in index.items() if o.submitted_at <= young]:
-            del index[sha]
-        shas = list(index)
+        index.expire(now - timedelta(seconds=caps.ttl_seconds))
 
         def counts() -> tuple[int, int]:
             writing = len(self._writing)
-            return writing + sum(index[s].uid == uid for s in shas), writing + len(shas)
+            return writing + index.of(uid), writing + len(index)
 
         mine, total = counts()
         if mine >= caps.per_submitter or total >= caps.total:
             # The index may still hold plans decided since (by the apply, or root): only
             # at the cap is each read again, so a submit reads no file below it.
-            shas = [s for s in shas if self._still_open(index, s)]
+            for sha in index.shas():
+                self._still_open(index, sha)
             mine, total = counts()
         if mine >= caps.per_submitter or total >= caps.total:
             whose = "from this submitter" if mine >= caps.per_submitter else "in all"
@@ -259,7 +270,7 @@ class PlanStore:
                 except FileExistsError:
                     continue
                 with self._lock:
-                    index[sha] = _open(record)
+                    index.put(sha, _open(record))
                 return plan_id, sha, False
             raise StoreError("could not allocate a unique plan id")
         finally:

@@ -15,6 +15,8 @@ a unit's state, keep a file.
     live_config  the config file read again when it changed, for a daemon
     files        files written atomically and durably, read without following a link
     exports      a package's public names, loaded when first used
+    startup      what a program leaves out of its start-up (structlog's console
+                 renderers, pydantic's plugins), and the collector's walks once loaded
 
 No write tool and no policy lives here: the diagnosis half imports this package too.
 Names are exported here and loaded when first used, so that importing one imports only

@@ -37,6 +37,7 @@ import json
 import os
 import re
 import secrets
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -177,6 +178,7 @@ class Chain:
         self.name = name
         self.directory = directory
         self._key: Key | None = None
+        self._turn = threading.Lock()
 
     @contextlib.contextmanager
     def link(self, fields: dict[str, str], now: datetime | None = None) -> Iterator[None]:
@@ -188,40 +190,45 @@ class Chain:
         if PLAN_ID.fullmatch(plan_id) is None:
             yield
             return
-        day = (now or datetime.now(UTC)).strftime("%Y%m%d")
-        try:
-            self.directory.mkdir(mode=0o750, exist_ok=True)
-            key = self._key = self._key or _own_key(self.directory)
-            plan = _Locked(plan_head_path(self.directory, plan_id))
-        except OSError:
-            yield
-            return
-        try:
-            daily = _Locked(day_head_path(self.directory, day))
-        except OSError:
-            plan.close()
-            yield
-            return
-        try:
-            at_plan = plan.head or Head(0, GENESIS)
-            at_day = daily.head or Head(0, GENESIS)
-            fields.update(
-                CHAIN=self.name,
-                CHAIN_SEQ=str(at_plan.seq + 1),
-                CHAIN_PREV=at_plan.hash,
-                AUDIT_DAY=day,
-                DAY_SEQ=str(at_day.seq + 1),
-                DAY_PREV=at_day.hash,
-            )
-            digest = entry_hash(fields)
-            fields[HASH_FIELD] = digest
-            fields[MAC_FIELD] = key.mark(digest)
-            yield
-            plan.write(Head(at_plan.seq + 1, digest))
-            daily.write(Head(at_day.seq + 1, digest))
-        finally:
-            daily.close()
-            plan.close()
+        # The day's head is one file, so its lock orders every entry anyway: threads of
+        # this process wait their turn here, before creating their plan's head file and
+        # opening the day's (at a burst of submits, the executor's threads otherwise
+        # queued in the kernel with those files open, each waking at every release).
+        with self._turn:
+            day = (now or datetime.now(UTC)).strftime("%Y%m%d")
+            try:
+                self.directory.mkdir(mode=0o750, exist_ok=True)
+                key = self._key = self._key or _own_key(self.directory)
+                plan = _Locked(plan_head_path(self.directory, plan_id))
+            except OSError:
+                yield
+                return
+            try:
+                daily = _Locked(day_head_path(self.directory, day))
+            except OSError:
+                plan.close()
+                yield
+                return
+            try:
+                at_plan = plan.head or Head(0, GENESIS)
+                at_day = daily.head or Head(0, GENESIS)
+                fields.update(
+                    CHAIN=self.name,
+                    CHAIN_SEQ=str(at_plan.seq + 1),
+                    CHAIN_PREV=at_plan.hash,
+                    AUDIT_DAY=day,
+                    DAY_SEQ=str(at_day.seq + 1),
+                    DAY_PREV=at_day.hash,
+                )
+                digest = entry_hash(fields)
+                fields[HASH_FIELD] = digest
+                fields[MAC_FIELD] = key.mark(digest)
+                yield
+                plan.write(Head(at_plan.seq + 1, digest))
+                daily.write(Head(at_day.seq + 1, digest))
+            finally:
+                daily.close()
+                plan.close()
 
 
 def writer_chain(identifier: str) -> Chain | None:

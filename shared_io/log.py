@@ -130,3 +130,13 @@ def configure(identifier: str, *, verbose: bool = False, journal: bool | None = 
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=False,
     )
+
+
+def get_logger(name: str, identifier: str) -> Any:
+    """structlog's logger ``name`` for a process that loads structlog only when it has
+    something to log (``opsbot apply`` with nothing approved, ``opsbot archive-approvals``
+    with nothing to move, load none of it): logging is configured here, as
+    ``identifier``, unless the process configured it already."""
+    if not structlog.is_configured():
+        configure(identifier)
+    return structlog.get_logger(name)

@@ -31,6 +31,9 @@ log = structlog.get_logger("opsbot.server")
 
 #: Seconds between checks for idleness and stop while no one connects.
 ACCEPT_POLL = 0.5
+#: Seconds between two watchdog pings at least: a ping a connection would be a message
+#: systemd handles for each request of a burst (a WatchdogSec= is tens of seconds).
+WATCHDOG_EVERY = ACCEPT_POLL
 
 
 class ThreadedServer:
@@ -138,8 +141,11 @@ class ThreadedServer:
         last_activity = time.monotonic()
         self.notify("READY=1", f"STATUS={self.ready_status}")
         log.info("server.ready", socket=str(self.listener.getsockname()))
+        pinged = -WATCHDOG_EVERY
         while not self.stopping.is_set():
-            self.notify("WATCHDOG=1")
+            if time.monotonic() - pinged >= WATCHDOG_EVERY:
+                self.notify("WATCHDOG=1")
+                pinged = time.monotonic()
             try:
                 conn, _ = self.listener.accept()
             except TimeoutError:

@@ -11,7 +11,9 @@ service, as opsbot-executor, authorised by polkit). Each opsbot run starts from 
 plan history (:func:`reset_history`): every round restarts the same three units with the
 same steps, which the restart budget, and the refusal of steps that ended UNRESOLVED (as
 the next method's restarts make them), would refuse from the second round on. Every timed
-run is checked afterwards: all three units have a new InvocationID, the plan ran.
+run is checked afterwards: all three units have a new InvocationID, the plan ran. Between
+rounds, with every plan ended, ``opsbot apply`` is timed with nothing approved (it must
+say so and start no unit), beside ``python -c pass`` and ``systemctl is-active``.
 """
 
 from __future__ import annotations
@@ -71,6 +73,12 @@ def reset_history() -> None:
         directory = STATE / name
         for path in directory.iterdir() if directory.exists() else ():
             path.unlink()
+
+
+def apply_starts() -> str:
+    """When opsbot-apply.service last began a run (it changes with each start)."""
+    said = run(["systemctl", "show", "-P", "ExecMainStartTimestampMonotonic", "opsbot-apply"])
+    return str(said.stdout).strip()
 
 
 def plan_state(plan_id: str) -> str:
@@ -133,9 +141,12 @@ def main() -> int:
         "ansible": ansible,
         "bare_loop": bare,
     }
-    # What the CLI's own start-up costs, for reading the opsbot figure (not restarts).
+    # What the CLI's own start-up costs, for reading the opsbot figure (not restarts), and
+    # `opsbot apply` with nothing approved (every plan of the rounds has ended) against
+    # the floors of the same run: the interpreter, and systemd's own quickest answer.
     probes = {
         "python_startup": [PYTHON, "-c", "pass"],
+        "systemctl_is_active": ["systemctl", "is-active", "--quiet", units[0]],
         "import_opsbot_cli": [PYTHON, "-c", "import opsbot_cli.main"],
         "opsbot_apply_nothing_open": [OPSBOT, "apply"],
     }
@@ -153,7 +164,11 @@ def main() -> int:
             if i >= 0:
                 times[name].append(elapsed)
         for name, argv in probes.items():
-            elapsed, _ = timed(argv)
+            nothing = name == "opsbot_apply_nothing_open"
+            starts = apply_starts() if nothing else ""
+            elapsed, proc = timed(argv)
+            if nothing and ("nothing approved" not in proc.stdout or apply_starts() != starts):
+                problems.append(f"run {i}: opsbot apply with nothing approved started the unit")
             if i >= 0:
                 times[name].append(elapsed)
     plans = len(os.listdir(STATE / "plans"))

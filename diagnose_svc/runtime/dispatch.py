@@ -142,16 +142,18 @@ class Dispatcher:
     def call_many(self, actions: list[CallTool], step: int) -> list[Answer]:
         """Answer the calls of one step, in order. The calls that may run, run at once,
         each in a thread of its own (read tools are independent and only read): a step of
-        six health probes takes as long as the slowest, not as long as all six."""
+        six health probes takes as long as the slowest, not as long as all six. A step is
+        one moment: what two of its calls read alike (the socket dump) is read once."""
         checked = [self._check(action, step) for action in actions]
         pending = [c for c in checked if isinstance(c, _Pending)]
         outcomes: dict[int, ToolOutput | BaseException] = {}
+        context = self.context.step()  # what several calls read alike is read once
         if len(pending) == 1:
-            outcomes[id(pending[0])] = _outcome(pending[0], self.context)
+            outcomes[id(pending[0])] = _outcome(pending[0], context)
         elif pending:
             with ThreadPoolExecutor(max_workers=len(pending)) as pool:
                 futures = {
-                    id(p): pool.submit(contextvars.copy_context().run, _outcome, p, self.context)
+                    id(p): pool.submit(contextvars.copy_context().run, _outcome, p, context)
                     for p in pending
                 }
                 outcomes = {key: future.result() for key, future in futures.items()}

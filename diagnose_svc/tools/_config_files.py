@@ -11,7 +11,7 @@ A file the diagnose user cannot read (a root-only mode, a home directory or a pr
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from diagnose_svc.tools import _proxy_configs as proxies
@@ -39,6 +39,9 @@ class UnitConfig:
     unreadable: list[str] = field(default_factory=list)
     #: Every file read for it, in order (a proxy's includes too).
     files: list[str] = field(default_factory=list)
+    #: What a change to would change its mentions: each file tried (read or not) and the
+    #: directory of each, and of each include pattern (a file added to sites-enabled/).
+    watched: list[str] = field(default_factory=list)
 
 
 class _Files:
@@ -47,8 +50,22 @@ class _Files:
     def __init__(self) -> None:
         self.unreadable: list[str] = []
         self.read_paths: list[str] = []
+        self.watched: list[str] = []
+
+    def watch(self, path: str) -> None:
+        self.watched += [path, os.path.dirname(path)]
+
+    def glob(self, pattern: str) -> list[str]:
+        """A proxy's include pattern, its directory watched (its first without a
+        wildcard)."""
+        head = pattern
+        while any(ch in head for ch in "*?["):
+            head = os.path.dirname(head)
+        self.watched.append(head)
+        return proxies.glob_files(pattern)
 
     def read(self, path: str) -> str:
+        self.watch(path)
         try:
             with open(path, "rb") as handle:
                 text = handle.read(FILE_LIMIT).decode("utf-8", "replace")
@@ -86,11 +103,13 @@ def _proxy_mentions(program: str, argv: list[str], files: _Files) -> Iterator[Me
     """A known proxy's mentions, or None when ``program`` is none of them."""
     named = config_paths(argv)
     if program.startswith("nginx"):
-        return proxies.nginx(named[0] if named else _DEFAULT_CONFIG["nginx"], files.read)
+        path = named[0] if named else _DEFAULT_CONFIG["nginx"]
+        return proxies.nginx(path, files.read, files.glob)
     if program.startswith("haproxy"):
-        return proxies.haproxy(named or [_DEFAULT_CONFIG["haproxy"]], files.read)
+        return proxies.haproxy(named or [_DEFAULT_CONFIG["haproxy"]], files.read, files.glob)
     if program == "caddy" and "json" not in " ".join(argv):
-        return proxies.caddy(named[0] if named else _DEFAULT_CONFIG["caddy"], files.read)
+        path = named[0] if named else _DEFAULT_CONFIG["caddy"]
+        return proxies.caddy(path, files.read, files.glob)
     return None
 
 
@@ -100,9 +119,13 @@ def unit_config(
     commands: list[list[str]],
     environment_files: list[str],
     cmdline: list[str] | None,
+    optional_files: Sequence[str] = (),
 ) -> UnitConfig:
-    """Everything ``unit`` is configured with that names an endpoint."""
+    """Everything ``unit`` is configured with that names an endpoint; ``optional_files``
+    are the ``EnvironmentFile=-`` files not there now (watched: one may appear)."""
     files = _Files()
+    for path in optional_files:
+        files.watch(path)
     mentions = list(from_environment(environment))
     for path in environment_files:
         text = files.read(path)
@@ -126,4 +149,5 @@ def unit_config(
         unique,
         list(dict.fromkeys(files.unreadable)),
         list(dict.fromkeys(files.read_paths)),
+        list(dict.fromkeys(files.watched)),
     )

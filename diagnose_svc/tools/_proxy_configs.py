@@ -24,7 +24,8 @@ Reader = Callable[[str], str]
 Globber = Callable[[str], list[str]]
 
 
-def _glob(pattern: str) -> list[str]:
+def glob_files(pattern: str) -> list[str]:
+    """The files an include pattern names, sorted, bounded."""
     return sorted(glob.glob(pattern))[:MAX_FILES]
 
 
@@ -72,7 +73,7 @@ def _nginx_statements(text: str) -> Iterator[tuple[int, list[str], str]]:
                 words.append(token.strip("\"'"))
 
 
-def nginx(path: str, read: Reader, globber: Globber = _glob) -> Iterator[Mention]:
+def nginx(path: str, read: Reader, globber: Globber = glob_files) -> Iterator[Mention]:
     walk = _Walk(read, globber)
     base = os.path.dirname(path)
     upstreams: dict[str, list[Mention]] = {}
@@ -126,7 +127,7 @@ def nginx(path: str, read: Reader, globber: Globber = _glob) -> Iterator[Mention
 # -- HAProxy ---------------------------------------------------------------------------------
 
 
-def haproxy(paths: list[str], read: Reader, globber: Globber = _glob) -> Iterator[Mention]:
+def haproxy(paths: list[str], read: Reader, globber: Globber = glob_files) -> Iterator[Mention]:
     """``-f`` may name files or directories (every ``*.cfg`` in it, in order)."""
     walk = _Walk(read, globber)
     for given in paths:
@@ -153,7 +154,7 @@ def haproxy(paths: list[str], read: Reader, globber: Globber = _glob) -> Iterato
 _CADDY_REACH = ("reverse_proxy", "php_fastcgi", "to")
 
 
-def caddy(path: str, read: Reader, globber: Globber = _glob) -> Iterator[Mention]:
+def caddy(path: str, read: Reader, globber: Globber = glob_files) -> Iterator[Mention]:
     walk = _Walk(read, globber)
     base = os.path.dirname(path)
 

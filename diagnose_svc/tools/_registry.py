@@ -15,9 +15,10 @@ from these declarations.
 from __future__ import annotations
 
 import inspect
+import threading
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar, cast
 
@@ -138,22 +139,32 @@ class ToolContext:
     whose journals this run may read (diagnose_svc/scope.py); None reads any, for runs
     that are not on an operator's behalf (tests, a copied journal). ``moment``: what
     the tools of one snapshot of the host have read, by what, so that two of them asking
-    for the same reading (the socket dump) take it once; None (a diagnosis) reads the
-    present at every call.
+    for the same reading (the socket dump, systemd's counters) take it once, even from
+    threads of their own; None reads the present at every call (a diagnosis gives each
+    step a moment of its own: :meth:`step`).
     """
 
     settings: DiagnoseSettings
     journal_path: Path | None = None
     journal_scope: frozenset[str] | None = None
     moment: dict[str, Any] | None = None
+    _taking: threading.RLock = field(
+        default_factory=threading.RLock, init=False, repr=False, compare=False
+    )
 
     def once(self, what: str, read: Callable[[], T]) -> T:
         """``read()``, or the reading this moment already took of ``what``."""
         if self.moment is None:
             return read()
-        if what not in self.moment:
-            self.moment[what] = read()
-        return cast(T, self.moment[what])
+        with self._taking:
+            if what not in self.moment:
+                self.moment[what] = read()
+            return cast(T, self.moment[what])
+
+    def step(self) -> ToolContext:
+        """This context for the calls of one step: a moment of their own, unless it is
+        one moment already."""
+        return self if self.moment is not None else replace(self, moment={})
 
 
 A = TypeVar("A", bound=ToolArgs)

@@ -4,9 +4,8 @@ namespace with the cgroup it was made in, and that cgroup's unit.
 A ``SOCK_DIAG_BY_FAMILY`` dump over ``NETLINK_SOCK_DIAG`` (sock_diag(7)) answers any user
 with each socket's addresses, state, owner uid and ``INET_DIAG_CGROUP_ID``: the inode
 number of the cgroup2 directory of the process that made it. The directories of the
-cgroup2 mount (found in ``/proc/self/mountinfo``: ``/sys/fs/cgroup``, or
-``/sys/fs/cgroup/unified`` on hybrid hosts) are walked once, bounded, to name them. No
-other user's ``/proc/PID/fd`` is read: nothing here needs a privilege.
+cgroup2 mount are walked once, bounded, to name them (``_cgroups``). No other user's
+``/proc/PID/fd`` is read: nothing here needs a privilege.
 
 An accepted socket carries its listener's cgroup, so a loopback connection names both
 ends: the client's unit and the server's. A listener PID 1 made for a socket unit is in
@@ -19,15 +18,12 @@ it. A client is known by its uid only, and the listener by its path.
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 import os
-import re
 import socket
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TypeVar
 
 NETLINK_SOCK_DIAG = 4
@@ -40,15 +36,13 @@ INET_DIAG_CGROUP_ID = 21
 #: TCP states (include/net/tcp_states.h) worth reading: a connection, one being made to a
 #: peer that does not answer, one the peer closed, a listener.
 TCP_STATES = {1: "established", 2: "syn-sent", 8: "close-wait", 10: "listen"}
-#: Sockets read at most, and cgroup directories walked at most: bounds, not figures.
+#: Sockets read at most: a bound, not a figure.
 MAX_SOCKETS = 20000
-MAX_CGROUPS = 20000
 _HEADER = struct.Struct("=IHHII")
 _REQUEST = struct.Struct("=BBBBI48s")
 _MESSAGE = struct.Struct("=BBBB48sIIIII")
 _ATTR = struct.Struct("=HH")
 T = TypeVar("T")
-_UNIT = re.compile(r"[^/]+\.(?:service|scope|socket|mount|swap|timer)")
 
 
 #: unix_diag (linux/unix_diag.h): what to show of each socket, and its attributes.
@@ -226,42 +220,3 @@ def unix_sockets() -> list[UnixSocket]:
     """The Unix stream sockets of this network namespace that listen or are connected."""
     with _open() as sock:
         return list(_messages(sock, _unix_request(3), _parse_unix))
-
-
-def cgroup_root(mountinfo: str | None = None) -> Path | None:
-    """Where the cgroup2 hierarchy is mounted (``/sys/fs/cgroup``, or
-    ``/sys/fs/cgroup/unified`` on a hybrid host), from /proc/self/mountinfo."""
-    if mountinfo is None:
-        try:
-            mountinfo = Path("/proc/self/mountinfo").read_text()
-        except OSError:
-            return None
-    for line in mountinfo.splitlines():
-        head, sep, tail = line.partition(" - ")
-        fields = head.split()
-        if sep and tail.split()[:1] == ["cgroup2"] and len(fields) >= 5:
-            return Path(fields[4].replace("\\040", " "))
-    return None
-
-
-def cgroup_units(root: Path | None) -> dict[int, str]:
-    """cgroup id (its directory's inode) -> the unit it belongs to (the deepest unit in
-    its path: ``system.slice/app.service/worker`` is ``app.service``)."""
-    if root is None:
-        return {}
-    units: dict[int, str] = {}
-    todo: list[tuple[Path, str]] = [(root, "")]
-    seen = 0
-    while todo and seen < MAX_CGROUPS:
-        path, unit = todo.pop()
-        with contextlib.suppress(OSError), os.scandir(path) as entries:
-            for entry in entries:
-                if not entry.is_dir(follow_symlinks=False):
-                    continue
-                seen += 1
-                own = entry.name if _UNIT.fullmatch(entry.name) else unit
-                with contextlib.suppress(OSError):
-                    if own:
-                        units[entry.inode()] = own
-                todo.append((Path(entry.path), own))
-    return units

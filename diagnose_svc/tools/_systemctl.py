@@ -7,11 +7,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
-
 from diagnose_svc.limits import COMMAND_PARSE_LIMIT, COMMAND_TIMEOUT_SECONDS
-from shared_io.errors import CommandFailed
-from shared_io.run import run
 from shared_io.unit_show import (
     UnitProperties,
     parse_int,
@@ -24,7 +20,6 @@ from shared_schema.timespan import parse_timespan
 
 __all__ = [
     "ExecCommand",
-    "loaded_services",
     "UnitProperties",
     "parse_exec",
     "parse_int",
@@ -42,35 +37,6 @@ def show(units: Sequence[str], properties: Sequence[str]) -> list[UnitProperties
     return show_units(
         units, properties, timeout=COMMAND_TIMEOUT_SECONDS, output_limit=COMMAND_PARSE_LIMIT
     )
-
-
-LIST_SERVICES = (
-    "systemctl",
-    "list-units",
-    "--type=service",
-    "--all",
-    "--output=json",
-    "--no-pager",
-)
-
-
-class _Row(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    unit: str
-
-
-_ROWS = TypeAdapter(list[_Row])
-
-
-def loaded_services() -> list[str]:
-    """The services systemd has loaded now (running, failed, inactive), by name."""
-    result = run(LIST_SERVICES, timeout=COMMAND_TIMEOUT_SECONDS, output_limit=COMMAND_PARSE_LIMIT)
-    result.check()
-    try:
-        rows = _ROWS.validate_json(result.stdout or "[]")
-    except ValidationError as exc:
-        raise CommandFailed(f"systemctl printed JSON opsbot does not understand: {exc}") from exc
-    return [row.unit for row in rows]
 
 
 _EXEC = re.compile(

@@ -25,9 +25,9 @@ from diagnose_svc._model import Model
 from diagnose_svc.limits import TOOL_OUTPUT_BUDGET
 from diagnose_svc.tools._baseline_store import load as load_baseline
 from diagnose_svc.tools._config_files import unit_config
+from diagnose_svc.tools._host_units import cmdline, words
 from diagnose_svc.tools._registry import ToolContext, ToolOutput, UnitToolArgs, read_tool
 from diagnose_svc.tools._systemctl import parse_exec, parse_timestamp, show
-from diagnose_svc.tools.read_config_edges import _cmdline, _environment
 from diagnose_svc.tools.read_unit_file import _ENV_FILE
 
 __all__ = ["Change", "Changes", "ChangesArgs", "dpkg_changes", "read_changes"]
@@ -222,10 +222,10 @@ def _unit_files(props: Mapping[str, str]) -> list[tuple[str, str]]:
         out.setdefault(path, "file")
     config = unit_config(
         props.get("Id", ""),
-        _environment(props.get("Environment", "")),
+        words(props.get("Environment", "")),
         [list(c.argv) for c in commands],
         [p for p in env_files if os.path.exists(p)],
-        _cmdline(int(props.get("MainPID", "0") or 0)),
+        cmdline(int(props.get("MainPID", "0") or 0)),
     )
     for path in config.files:
         out.setdefault(path, "file")

@@ -12,40 +12,13 @@ value (a password in a URL stays in its file).
 
 from __future__ import annotations
 
-import glob
-import os
-import shlex
-from collections.abc import Iterable
-from pathlib import Path
-
 from diagnose_svc._model import Model
 from diagnose_svc.limits import TOOL_OUTPUT_BUDGET
-from diagnose_svc.tools._config_files import UnitConfig, unit_config
+from diagnose_svc.tools._cgroups import cgroup_root, walk
+from diagnose_svc.tools._config_files import UnitConfig
+from diagnose_svc.tools._host_units import HOST, definitions, manager_stamp
 from diagnose_svc.tools._registry import HostToolArgs, ToolContext, ToolOutput, read_tool
-from diagnose_svc.tools._systemctl import loaded_services, parse_exec, parse_int, show
-from diagnose_svc.tools.read_connections import host_sockets
-from diagnose_svc.tools.read_unit_file import _ENV_FILE
-from shared_schema import denied_reason
-
-#: Services whose configuration is read at most (the loaded ones, then the enabled ones).
-UNIT_LIMIT = 96
-PROPERTIES = (
-    "Id",
-    "ActiveState",
-    "Environment",
-    "ExecStart",
-    "EnvironmentFiles",
-    "MainPID",
-    "RuntimeDirectory",
-)
-#: Where `systemctl enable` links a unit: a service enabled under a target that is not
-#: loaded now is still one the host is configured to run. Read as directory entries, not
-#: by `systemctl list-unit-files --state=enabled`, which judges every unit file on the
-#: host (over a second here, most of a baseline's time).
-ENABLED_LINKS = (
-    "/etc/systemd/system/*.wants/*.service",
-    "/etc/systemd/system/*.requires/*.service",
-)
+from diagnose_svc.tools.read_connections import cgroups, host_sockets
 
 
 class ConfigEdgesArgs(HostToolArgs):
@@ -156,61 +129,11 @@ def resolve(
 # -- reading the host -------------------------------------------------------------------------
 
 
-def enabled(patterns: Iterable[str] = ENABLED_LINKS) -> list[str]:
-    """The services linked into a target's .wants/ or .requires/, sorted."""
-    return sorted({Path(link).name for pattern in patterns for link in glob.glob(pattern)})
-
-
-def services() -> list[str]:
-    """The services whose configuration may name an endpoint: loaded ones (running,
-    failed, inactive) and enabled ones, but none opsbot never acts on."""
-    names = loaded_services() + enabled()
-    wanted = [n for n in dict.fromkeys(names) if n.endswith(".service") and "@.service" not in n]
-    return [n for n in wanted if denied_reason(n) is None][:UNIT_LIMIT]
-
-
-def _environment(value: str) -> list[str]:
-    try:
-        return shlex.split(value)
-    except ValueError:
-        return value.split()
-
-
-def _cmdline(pid: int) -> list[str] | None:
-    if pid <= 0:
-        return None
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            raw = handle.read(8192)
-    except OSError:
-        return None  # another user's process the sandbox hides: ExecStart= says enough
-    words = [w.decode("utf-8", "replace") for w in raw.split(b"\0") if w]
-    return words or None
-
-
-def read_configs(units: list[str], runtime_dirs: dict[str, str] | None = None) -> list[UnitConfig]:
-    """Each unit's configuration; ``runtime_dirs`` gets each unit's RuntimeDirectory=
-    (``/run/NAME`` -> unit)."""
-    configs = []
-    for props in show(units, PROPERTIES) if units else []:
-        unit = props.get("Id", "")
-        if runtime_dirs is not None:
-            for name in props.get("RuntimeDirectory", "").split():
-                runtime_dirs.setdefault(f"/run/{name}", unit)
-        configs.append(
-            unit_config(
-                unit,
-                _environment(props.get("Environment", "")),
-                [list(c.argv) for c in parse_exec(props.get("ExecStart", ""))],
-                [
-                    m.group(1)
-                    for m in _ENV_FILE.finditer(props.get("EnvironmentFiles", ""))
-                    if m.group(2) == "no" or os.path.exists(m.group(1))
-                ],
-                _cmdline(parse_int(props.get("MainPID", ""))),
-            )
-        )
-    return configs
+def read_configs(units: list[str]) -> list[UnitConfig]:
+    """The configuration of each of ``units`` as it is now, read anew (one unit's tools:
+    its certificates)."""
+    cgroups = walk(cgroup_root())
+    return [d.config(cgroups.first_pid(d.unit)) for d in definitions(units)]
 
 
 def _fit(
@@ -238,13 +161,12 @@ def read_config_edges(args: ConfigEdgesArgs, context: ToolContext) -> ConfigEdge
     matched to the unit that listens there now or is configured to: a dependency no unit
     file declares, found even while the backend is down. Values are never shown.
     """
-    listeners, _, _, rows = context.once("host_sockets", host_sockets)
+    listeners, _, _, rows = host_sockets(context)
     live = {e.port: e.unit for e in listeners if e.unit and e.port}
     paths = {r.listen: r.activates or r.unit for r in rows if r.listen.startswith("/")}
     paths |= {e.address: e.unit for e in listeners if e.unit and not e.port}
-    runtime_dirs: dict[str, str] = {}
-    configs = read_configs(services(), runtime_dirs)
-    edges = resolve(configs, live, paths, runtime_dirs)
+    configs = HOST.configs(context.once("manager_stamp", manager_stamp), cgroups(context))
+    edges = resolve(configs, live, paths, HOST.runtime_dirs())
     unreadable = [f"{c.unit}: {path}" for c in configs for path in c.unreadable]
     if args.unit:
         edges = [e for e in edges if args.unit in (e.client, e.server)]

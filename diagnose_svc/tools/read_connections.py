@@ -20,27 +20,21 @@ from __future__ import annotations
 import ipaddress
 from collections import Counter
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
-
 from diagnose_svc._model import Model
 from diagnose_svc.errors import ToolError
-from diagnose_svc.limits import COMMAND_PARSE_LIMIT, COMMAND_TIMEOUT_SECONDS, TOOL_OUTPUT_BUDGET
+from diagnose_svc.limits import TOOL_OUTPUT_BUDGET
+from diagnose_svc.tools._cgroups import Cgroups, cgroup_root, walk
+from diagnose_svc.tools._host_units import HOST, SocketRow, manager_stamp
 from diagnose_svc.tools._registry import HostToolArgs, ToolContext, ToolOutput, read_tool
 from diagnose_svc.tools._sockdiag import (
     SockDiagError,
     TcpSocket,
     UnixSocket,
-    cgroup_root,
-    cgroup_units,
     tcp_sockets,
     unix_sockets,
 )
-from diagnose_svc.tools._systemctl import loaded_services, show
-from shared_io.errors import CommandFailed
-from shared_io.run import run
 from shared_schema import denied_reason
 
-LIST_SOCKETS = ("systemctl", "list-sockets", "--all", "--output=json", "--no-pager")
 #: The cgroup of what PID 1 itself holds (the listeners of socket units).
 INIT_SCOPE = "init.scope"
 
@@ -105,16 +99,6 @@ class Connections(ToolOutput):
         return list(dict.fromkeys(units))
 
 
-class _SocketRow(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    listen: str
-    unit: str
-    activates: str = ""
-
-
-_SOCKET_ROWS = TypeAdapter(list[_SocketRow])
-
-
 def _listen_port(listen: str) -> tuple[str, int] | None:
     """``127.0.0.1:8080``, ``[::]:80``, ``0.0.0.0:53`` -> (address, port); None for a
     path, a netlink or any other Listen= that is no TCP port."""
@@ -127,18 +111,6 @@ def _listen_port(listen: str) -> tuple[str, int] | None:
     except ValueError:
         return None
     return host, int(port)
-
-
-def socket_units() -> list[_SocketRow]:
-    """Every socket unit's listen addresses and the unit each activates."""
-    result = run(LIST_SOCKETS, timeout=COMMAND_TIMEOUT_SECONDS, output_limit=COMMAND_PARSE_LIMIT)
-    result.check()
-    try:
-        return _SOCKET_ROWS.validate_json(result.stdout or "[]")
-    except ValidationError as exc:
-        raise CommandFailed(
-            f"systemctl list-sockets printed JSON opsbot does not understand: {exc.errors()[:1]}"
-        ) from exc
 
 
 _WILDCARD = {"0.0.0.0", "::"}
@@ -154,11 +126,11 @@ def _is_local(address: str, local: set[str]) -> bool:
 
 
 def build(
-    sockets: list[TcpSocket], units: dict[int, str], socket_rows: list[_SocketRow]
+    sockets: list[TcpSocket], units: dict[int, str], socket_rows: list[SocketRow]
 ) -> tuple[list[Endpoint], list[Edge], int]:
     """Listeners by unit and the edges between units, from the sockets, the cgroup
     names and the socket units (pure: tests feed it what a host would)."""
-    by_listen: dict[tuple[str, int], _SocketRow] = {}
+    by_listen: dict[tuple[str, int], SocketRow] = {}
     for socket_row in socket_rows:
         parsed = _listen_port(socket_row.listen)
         if parsed:
@@ -171,7 +143,7 @@ def build(
         unit = units.get(s.cgroup_id)
         socket_unit = None
         if unit in (None, INIT_SCOPE):
-            row: _SocketRow | None = by_listen.get((s.local, s.local_port))
+            row: SocketRow | None = by_listen.get((s.local, s.local_port))
             if row is None:
                 row = next(
                     (r for (a, p), r in by_listen.items() if p == s.local_port and a in _WILDCARD),
@@ -223,7 +195,7 @@ def build(
 
 
 def build_unix(
-    sockets: list[UnixSocket], uids: dict[int, list[str]], socket_rows: list[_SocketRow]
+    sockets: list[UnixSocket], uids: dict[int, list[str]], socket_rows: list[SocketRow]
 ) -> tuple[list[Endpoint], list[Edge], int]:
     """Unix listeners by unit and the edges to them, from the sockets, the running
     services by uid and the socket units (pure). A listener no unit is found for is left
@@ -265,33 +237,36 @@ def build_unix(
     return sorted(listeners.values(), key=lambda e: e.address), edges, unmapped
 
 
-def service_uids() -> dict[int, list[str]]:
-    """uid -> the running services that run as it (User=, or DynamicUser='s uid); none
-    when systemd cannot say (no Unix client is then named: the TCP edges still are)."""
-    try:
-        units = [u for u in loaded_services() if u.endswith(".service")]
-        shown = show(units, ("Id", "UID")) if units else []
-    except CommandFailed:
-        return {}
-    found: dict[int, list[str]] = {}
-    for props in shown:
-        uid = props.get("UID", "")
-        if uid.isdigit():
-            found.setdefault(int(uid), []).append(props.get("Id", ""))
-    return found
+def cgroups(context: ToolContext) -> Cgroups:
+    """This moment's cgroup tree (one walk per moment)."""
+    return context.once("cgroups", lambda: walk(cgroup_root()))
 
 
-def host_sockets() -> tuple[list[Endpoint], list[Edge], int, list[_SocketRow]]:
+def socket_rows(context: ToolContext) -> list[SocketRow]:
+    """The socket units, as kept against systemd's counters of this moment."""
+    return HOST.sockets(context.once("manager_stamp", manager_stamp))
+
+
+def host_sockets(
+    context: ToolContext,
+) -> tuple[list[Endpoint], list[Edge], int, list[SocketRow]]:
     """This host's listeners by unit (TCP, then Unix), the edges between units, the
     sockets no unit was found for, and the socket units (what build() and build_unix()
-    make of a dump read now)."""
+    make of a dump read now; once per moment)."""
+    return context.once("host_sockets", lambda: _host_sockets(context))
+
+
+def _host_sockets(
+    context: ToolContext,
+) -> tuple[list[Endpoint], list[Edge], int, list[SocketRow]]:
     try:
         sockets, local = tcp_sockets(), unix_sockets()
     except SockDiagError as exc:
         raise ToolError(f"the kernel's socket diagnostics cannot be read: {exc}") from None
-    rows = socket_units()
-    listeners, edges, unmapped = build(sockets, cgroup_units(cgroup_root()), rows)
-    unix_listeners, unix_edges, unix_unmapped = build_unix(local, service_uids(), rows)
+    rows = socket_rows(context)
+    tree = cgroups(context)
+    listeners, edges, unmapped = build(sockets, tree.units, rows)
+    unix_listeners, unix_edges, unix_unmapped = build_unix(local, tree.uids(), rows)
     return listeners + unix_listeners, edges + unix_edges, unmapped + unix_unmapped, rows
 
 
@@ -328,7 +303,7 @@ def read_connections(args: ConnectionsArgs, context: ToolContext) -> Connections
     host. Use it to find the dependencies systemd does not declare: a proxy's upstream,
     an app's database by its port. A backend that is down has no connections now.
     """
-    listeners, edges, unmapped, _ = context.once("host_sockets", host_sockets)
+    listeners, edges, unmapped, _ = host_sockets(context)
     if args.unit:
         edges = [e for e in edges if args.unit in (e.client, e.server)]
         listeners = [e for e in listeners if args.unit in (e.unit, e.socket_unit)]

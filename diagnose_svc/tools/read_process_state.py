@@ -15,7 +15,9 @@ from diagnose_svc.tools._proc import STATE_WORDS, clock_ticks, read_stat, read_s
 from diagnose_svc.tools._registry import ToolContext, ToolOutput, UnitToolArgs, read_tool
 from diagnose_svc.tools._systemctl import parse_int, show
 
-SAMPLE_SECONDS = 0.5
+#: Long enough for CPU time (counted in 10 ms ticks) to show a process that spins;
+#: a stopped or zombie process shows at the first reading.
+SAMPLE_SECONDS = 0.2
 PROPERTIES = ("Id", "ActiveState", "SubState", "MainPID", "ControlPID")
 
 
@@ -91,8 +93,8 @@ def read_process_state(args: ProcessArgs, context: ToolContext) -> ProcessState:
 
     Returns, for each: pid, whether it is visible, its command name, its state (R
     running, S sleeping, D waiting for I/O, T stopped by a signal, Z zombie) in words, its
-    threads, its CPU time, and the CPU time it used while watched for half a second. A
-    unit can be "active" while its process is stopped or stuck: this tells.
+    threads, its CPU time, and the CPU time it used while watched for a fifth of a
+    second. A unit can be "active" while its process is stopped or stuck: this tells.
     """
     [props] = show([args.unit], PROPERTIES)
     roles: list[tuple[int, Literal["main", "control"]]] = [

@@ -7,6 +7,7 @@ tokens and codes are checked by root, a link works once, a GET changes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from typing import Any
@@ -16,6 +17,7 @@ from testbed.host import (
     EXECUTOR_SOCKET as EXECUTOR,
     PYTHON,
     REPO,
+    opsbot,
     plan_state,
     send_raw,
     wait_state,
@@ -362,5 +364,110 @@ def test_a_flood_of_plans_from_the_diagnose_user_shuts_no_link(phone: Phone) -> 
         done = phone.click(notice["approve_url"], "--code", phone.code("alice"))
         assert done["post"]["status"] == 200, done
         assert plan_state(ct, mine["plan_id"]) in ("APPROVED", "APPLYING", "APPLIED", "VERIFIED")
+    finally:
+        ct.write_file(CONFIG, PHONE_CONFIG)
+
+
+#: A shadow rule that reaches the burst's unit: each plan is put to the rules, and each
+#: decision journaled (rules.decided), whatever it is.
+BURST_RULE = """
+[[approve.rule]]
+name = "burst-shadow"
+mode = "shadow"
+tools = ["restart_unit"]
+units = ["demo-db.service"]
+"""
+#: systemd's "Starting UNIT..." (SD_MESSAGE_UNIT_STARTING): one for each start of a unit.
+UNIT_STARTING = "7d4958e842da4a758f6c1cdc7b36dcc5"
+WATCHERS = ("opsbot-notify.service", "opsbot-rules.service")
+BURST_TIMERS = ("opsbot-notify-burst.timer", "opsbot-rules-burst.timer")
+
+
+def _idle(ct: BootedSystemd, unit: str) -> bool:
+    """Neither running (a oneshot) nor armed (a timer)."""
+    state = ct.systemctl("show", "-P", "ActiveState", unit).stdout.strip()
+    return state not in ("activating", "active")
+
+
+def _since(ct: BootedSystemd, cursor: str) -> list[dict[str, Any]]:
+    """Every journal entry after ``cursor`` (matched here, not by journalctl: with
+    --after-cursor, its matches skip an entry now and then on this systemd)."""
+    out = ct.journal(f"--after-cursor={cursor}", "-o", "json")
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def _starts(entries: list[dict[str, Any]], unit: str) -> int:
+    """How many times systemd started ``unit`` in ``entries``."""
+    return sum(e.get("MESSAGE_ID") == UNIT_STARTING and e.get("UNIT") == unit for e in entries)
+
+
+def _words(entries: list[dict[str, Any]], unit: str, event: str, key: str) -> set[str]:
+    """Every word of field ``key`` of the ``event`` entries ``unit`` logged."""
+    return {
+        word
+        for e in entries
+        if e.get("_SYSTEMD_UNIT") == unit and e.get("EVENT") == event
+        for word in str(e.get(key, "")).split()
+    }
+
+
+def test_a_burst_of_plans_is_told_and_put_to_the_rules_by_one_run_of_each(phone: Phone) -> None:
+    """Twenty plans stored over ten seconds (the diagnose user's, one every half second):
+    each is put to the standing rules and announced to the approvers, none left to the
+    units' catch-up timers; and opsbot-notify.service and opsbot-rules.service each start
+    once or twice for the burst (their path units arm a timer at the burst's first plan),
+    not again at the first file the store writes after each run, which kept a notifier
+    starting on one of the host's cores for as long as a burst lasted."""
+    ct = phone.ct
+    ct.write_file(CONFIG, PHONE_CONFIG + BURST_RULE)
+    try:
+        # The count starts once what earlier tests set going has ended.
+        ct.wait_for(
+            lambda: all(_idle(ct, unit) for unit in (*WATCHERS, *BURST_TIMERS)),
+            timeout=150,
+            interval=0.5,
+            what="opsbot-notify and opsbot-rules idle",
+        )
+        cursor = ct.run(["journalctl", "--show-cursor", "-n", "0", "-q"]).stdout
+        cursor = cursor.strip().split("cursor: ")[-1]
+        flood = json.loads(
+            ct.run(
+                [
+                    PYTHON,
+                    f"{REPO}/testbed/inside/plan_flood.py",
+                    EXECUTOR,
+                    "20",
+                    "demo-db.service",
+                    "0.5",
+                ],
+                user="opsbot-diagnose",
+                env={"PYTHONPATH": REPO},
+                timeout=120,
+            ).stdout
+        )
+        stored = set(flood["plan_ids"])
+        assert len(stored) == 20, flood
+
+        left: dict[str, set[str]] = {}
+
+        def done() -> bool:
+            report = json.loads(opsbot(ct, "policy", "report", "--json").stdout)
+            ruled = {decision["plan_id"] for decision in report["recent"]}
+            told = _words(_since(ct, cursor), "opsbot-approver.service", "plans.announced", "PLANS")
+            left["not ruled"], left["not told"] = stored - ruled, stored - told
+            return not any(left.values())
+
+        # Well within the catch-up timers' minute or two: the path units told each.
+        with contextlib.suppress(TimeoutError):
+            ct.wait_for(done, timeout=45, interval=0.5)
+        assert not any(left.values()), (
+            {k: len(v) for k, v in left.items()},
+            ct.journal(f"--after-cursor={cursor}", "-u", "opsbot-rules", "-u", "opsbot-approver")[
+                -4000:
+            ],
+        )
+        entries = _since(ct, cursor)
+        for unit in WATCHERS:
+            assert 1 <= _starts(entries, unit) <= 2, (unit, _starts(entries, unit))
     finally:
         ct.write_file(CONFIG, PHONE_CONFIG)

@@ -11,6 +11,7 @@ privilege the unit does not give.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -286,6 +287,69 @@ def test_a_backend_that_is_down_is_found_by_what_its_clients_are_configured_with
         f"conntest-teller.service: {NGINX_DIR}/teller.env (permission denied)"
         in answer["unreadable"]
     )
+
+
+#: More services than the diagnosis once read the configuration of (96), each named to
+#: come before every other in systemd's listing.
+FILLERS = 300
+FILLER = (
+    "[Service]\nType=oneshot\nRemainAfterExit=yes\nEnvironment=PORT=31%i\nExecStart=/bin/true\n"
+)
+#: read_config_edges called twice in one process, as a diagnosis's steps call it: each
+#: answer's edges, and the services systemd was asked to show for it.
+TWICE = """
+import json
+from diagnose_svc.tools import READ_TOOLS
+from diagnose_svc.tools._host_units import HOST
+from diagnose_svc.tools._registry import ToolContext
+from shared_schema import DiagnoseSettings
+tool, context, answers = READ_TOOLS["read_config_edges"], ToolContext(DiagnoseSettings()), []
+for _ in range(2):
+    HOST.last_shown = []
+    out = tool(tool.parse_args({}), context.step())
+    edges = [[e.client, e.server] for e in out.edges if "filler" not in e.client]
+    answers.append({"edges": edges, "read": out.units_read, "shown": HOST.last_shown})
+print(json.dumps(answers))
+"""
+
+
+def test_a_host_with_hundreds_of_services_is_read_whole_once_then_only_what_changed(
+    connected: BootedSystemd,
+) -> None:
+    """300 more services, listed before the others: read_config_edges, in the diagnose
+    unit's sandbox, still links the front and the teller to the ledger that is down (it
+    read 96 services at most, and lost them). Its second answer in the same process has
+    systemd show no service again, nor does the next process (what the first kept in
+    the state directory); then a drop-in gives the teller a new upstream and the
+    operator reloads: the teller alone is shown again, and its new edge is there."""
+    ct = connected
+    ct.write_file("/etc/systemd/system/aaa-filler@.service", FILLER)
+    ct.systemctl("daemon-reload")
+    fillers = [f"aaa-filler@{i}.service" for i in range(FILLERS)]
+    dropin = "/etc/systemd/system/conntest-teller.service.d/50-store.conf"
+    try:
+        ct.systemctl("start", *fillers)
+        first, second = code_in_diagnose_sandbox(ct, TWICE)
+        ledger = {
+            ("conntest-front.service", "conntest-ledger.service"),
+            ("conntest-teller.service", "conntest-ledger.service"),
+        }
+        assert ledger <= {tuple(e) for e in first["edges"]}, first
+        assert first["read"] > FILLERS and set(fillers) <= set(first["shown"])
+        assert second["shown"] == [] and second["edges"] == first["edges"]
+        # The probe's own unit is written anew for each process: it alone is shown.
+        again, _ = code_in_diagnose_sandbox(ct, TWICE)
+        assert set(again["shown"]) <= {PROBE} and again["edges"] == first["edges"], again
+        ct.write_file(dropin, f"[Service]\nEnvironment=STORE=127.0.0.1:{SERVER_PORT}\n")
+        ct.systemctl("daemon-reload")
+        changed, _ = code_in_diagnose_sandbox(ct, TWICE)
+        assert set(changed["shown"]) - {PROBE} == {"conntest-teller.service"}, changed
+        edges = {tuple(e) for e in changed["edges"]}
+        assert ("conntest-teller.service", "conntest-store.service") in edges, changed
+    finally:
+        ct.systemctl("stop", *fillers, check=False)
+        ct.run(["rm", "-rf", "/etc/systemd/system/aaa-filler@.service", os.path.dirname(dropin)])
+        ct.systemctl("daemon-reload")
 
 
 def test_a_dynamic_user_unit_is_not_root_and_its_state_directory_is_there(

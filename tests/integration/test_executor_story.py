@@ -276,9 +276,11 @@ def test_units_verify_and_executor_exposure_is_at_most_2(opsbot: BootedSystemd) 
             "opsbot-notify.service",
             "opsbot-notify.path",
             "opsbot-notify.timer",
+            "opsbot-notify-burst.timer",
             "opsbot-rules.service",
             "opsbot-rules.path",
             "opsbot-rules.timer",
+            "opsbot-rules-burst.timer",
         )
     ]
     verify = opsbot.run(["systemd-analyze", "verify", *units], check=False)

@@ -45,6 +45,12 @@ def status_of(ct: BootedSystemd, *args: str, user: str | None = None) -> tuple[i
     return proc.returncode, proc.stdout, proc.stderr
 
 
+def apply_started(ct: BootedSystemd) -> str:
+    """When opsbot-apply.service last began a run, as systemd has it."""
+    said = ct.systemctl("show", "-P", "ExecMainStartTimestampMonotonic", "opsbot-apply.service")
+    return said.stdout.strip()
+
+
 def put_unit(ct: BootedSystemd, text: str) -> None:
     ct.write_file(f"/etc/systemd/system/{FLAKY}", text)
     ct.systemctl("daemon-reload")
@@ -224,7 +230,8 @@ def test_apply_prints_each_step_waits_for_verification_and_sums_up(
 ) -> None:
     """Root runs the apply by hand (path unit and timer stopped): a line per step as it
     ends, like ansible-playbook's, the plan's verification, and a summary like terraform's;
-    exit 0 once health held. An apply with only an unapproved plan left exits 3."""
+    exit 0 once health held. An apply with only an unapproved plan left says nothing is
+    approved, starts no opsbot-apply.service run, and exits 3."""
     ct = opsbot
     nothing_else_waits(ct)
     pause_applies(ct)
@@ -245,9 +252,11 @@ def test_apply_prints_each_step_waits_for_verification_and_sums_up(
         assert all(len(line) <= 100 for line in lines), out
 
         waiting = plan_for(ct, restart_plan("demo-web.service", active_state=["failed"]))
+        last_run = apply_started(ct)
         code, out, err = status_of(ct, "apply")
         assert code == 3, (out, err)
-        assert f"{waiting}  PROPOSED" in out
+        assert out.startswith("nothing approved: ") and f"{waiting}  PROPOSED" in out
+        assert apply_started(ct) == last_run  # no run of the unit for nothing
         cli(ct, "reject", waiting)
     finally:
         resume_applies(ct)

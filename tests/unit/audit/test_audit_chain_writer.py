@@ -10,6 +10,7 @@ import hashlib
 import hmac
 import os
 import stat
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -164,3 +165,34 @@ def test_a_writer_makes_its_key_once_for_itself_and_marks_each_link(tmp_path: Pa
         assert fields[MAC_FIELD] == mark
         assert entry_hash(fields) == fields["AUDIT_HASH"]  # the mark is not hashed
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".key-")] == []
+
+
+def test_threads_of_one_writer_take_turns_before_they_touch_a_head(tmp_path: Path) -> None:
+    """Two threads of the executor chain an entry each at once (a burst of submits): the
+    second waits its turn before it creates its plan's head file or opens the day's, so
+    that a burst's threads wait on the process's own lock rather than in the kernel on
+    the day's head, each with its files open; it links after the first, as the day's
+    head orders them."""
+    chain = Chain("executor", tmp_path / "audit")
+    other = "20261203-060001-0a1b2c3d"
+    first = journal_fields({"event": "plan.accepted", "plan_id": PLAN}, "opsbot-executor")
+    second = journal_fields({"event": "plan.accepted", "plan_id": other}, "opsbot-executor")
+    entered = threading.Event()
+    done = threading.Event()
+
+    def later() -> None:
+        entered.wait(5)
+        with chain.link(second, now=AT):
+            pass
+        done.set()
+
+    thread = threading.Thread(target=later)
+    thread.start()
+    with chain.link(first, now=AT):
+        entered.set()
+        assert not done.wait(0.3)  # the second waits for the first to be sent
+        assert not plan_head_path(tmp_path / "audit", other).exists()
+    thread.join(5)
+    assert done.is_set()
+    assert (first["DAY_SEQ"], second["DAY_SEQ"]) == ("1", "2")
+    assert second["DAY_PREV"] == first[audit_chain.HASH_FIELD]

@@ -1,18 +1,29 @@
 """``sudo opsbot apply`` starts opsbot-apply.service and reports what that run did, from
 the unit's journal: only entries journald attributes to that unit, from the executor's
 user or root, count; the first ``apply.outcomes`` ends the report; a failed run's own
-line and exit status reach the operator. (Starting the unit for real and the steps
-running as the executor's user: tests/attacks/test_attack_polkit.py.)"""
+line and exit status reach the operator. With nothing approved it says so and starts
+nothing; while the unit runs, its follower wakes the moment the start returns. (Starting
+the unit for real and the steps running as the executor's user:
+tests/attacks/test_attack_polkit.py.)"""
 
 import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from opsbot_cli.apply import ApplyReport, _plan_status, _summary
+import opsbot_cli.apply
+from opsbot_cli.apply import ApplyReport, _plan_status, _summary, follow_apply_unit
 from opsbot_cli.errors import ConsoleError
-from plans import APPLY_UNIT
+from opsbot_cli.main import main
+from plans import APPLY_UNIT, PlanStore
 from shared_io.run import RunResult
+from tests.unit.plans.helpers import approved, plan_of, submitted
 
 EXECUTOR_UID = 998
 TRUSTED = frozenset({0, EXECUTOR_UID})
@@ -151,3 +162,129 @@ def test_unreadable_outcomes_are_an_error() -> None:
     report = ApplyReport(TRUSTED)
     with pytest.raises(ConsoleError, match="cannot be read"):
         report.take(entry("apply.outcomes", OUTCOMES="[1, 2"))
+
+
+# -- what is started, and when the follower wakes ----------------------------------------
+
+START = ["systemctl", "start", "--no-ask-password", APPLY_UNIT]
+
+
+class Systemd:
+    """What the console asks of systemd (opsbot_cli.apply's runner): each argv, in order;
+    ``systemctl start`` takes ``start_seconds``, as a oneshot's run does."""
+
+    def __init__(self, start_seconds: float = 0.0) -> None:
+        self.calls: list[list[str]] = []
+        self.start_seconds = start_seconds
+
+    def __call__(self, argv: Sequence[str], **_: object) -> RunResult:
+        self.calls.append(list(argv))
+        if list(argv) == START:
+            time.sleep(self.start_seconds)
+        return RunResult(tuple(argv), 0, "", "", 0.0)
+
+
+@pytest.fixture
+def as_root(store: PlanStore, approvals_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Systemd:
+    """Root's ``opsbot apply`` on the store and approvals of the test, its runner
+    scripted (nothing reaches this machine's systemd)."""
+    monkeypatch.setenv("OPSBOT_STATE_DIR", str(store.root))
+    monkeypatch.setenv("OPSBOT_APPROVALS_DIR", str(approvals_dir))
+    monkeypatch.setenv("OPSBOT_NO_JOURNAL", "1")
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    systemd = Systemd()
+    monkeypatch.setattr(opsbot_cli.apply, "run", systemd)
+    return systemd
+
+
+def test_nothing_approved_says_so_and_starts_no_unit(
+    as_root: Systemd, store: PlanStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No plan approved: ``nothing approved``, the plans that wait for approval as the
+    apply would list them, and the status they make (3, or 0 with none); systemd is not
+    asked for anything."""
+    said = f"nothing approved: {APPLY_UNIT} not started (no plan in {store.root}"
+    assert main(["apply"]) == 0
+    out = capsys.readouterr().out
+    # Folded to 100 columns, the end cut where the state directory's path is long.
+    assert " ".join(out.split()).startswith(said)
+    assert out.endswith(
+        "\nno open plans\nApply complete: 0 plans (nothing to do), 0 ran 0 steps, 0 failed\n"
+    )
+    record = submitted(store, plan_of())
+    assert main(["apply"]) == 3
+    out = capsys.readouterr().out
+    assert " ".join(out.split()).startswith(said)
+    assert out.endswith(
+        f"\n{record.plan_id}  PROPOSED    waiting for approval\n"
+        "Apply complete: 1 plan (1 PROPOSED), 0 ran 0 steps, 0 failed\n"
+    )
+    assert main(["apply", "--json"]) == 3
+    assert json.loads(capsys.readouterr().out) == [
+        {
+            "plan_id": record.plan_id,
+            "state": "PROPOSED",
+            "message": "waiting for approval",
+            "argv": [],
+            "ran": False,
+        }
+    ]
+    assert as_root.calls == []
+
+
+def test_an_approved_plan_starts_the_unit(
+    as_root: Systemd,
+    store: PlanStore,
+    approvals_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An approved plan waits: ``opsbot apply`` starts opsbot-apply.service, whatever else
+    waits for approval. (No unit runs here, so the journal holds no outcomes of the run:
+    journald is asked to write out what it was sent, and the console says what is
+    missing.)"""
+    submitted(store, plan_of(goal="waits for approval"))
+    approved(store, approvals_dir, submitted(store, plan_of(goal="approved")))
+    assert main(["apply"]) == 1
+    assert as_root.calls == [START, ["journalctl", "--sync"]]
+    assert "its journal holds no outcomes of the run" in capsys.readouterr().err
+
+
+@pytest.mark.serial
+def test_the_follower_wakes_when_the_start_returns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run ends (``systemctl start`` returns) 0.1 s after it began: the console is
+    back within a blink of it, not at its next look at the journal."""
+    systemd = Systemd(start_seconds=0.1)
+    monkeypatch.setattr(opsbot_cli.apply, "run", systemd)
+    began = time.monotonic()
+    report = follow_apply_unit()
+    assert time.monotonic() - began < 0.4
+    assert report.started is not None and report.started.ok
+
+
+def test_nothing_approved_loads_no_model_and_no_structlog(store: PlanStore, tmp_path: Path) -> None:
+    """Run as root's program with only a plan waiting for approval, ``opsbot apply`` reads
+    the store's files and answers: no model is built, structlog and the journal's library
+    are not loaded (what takes a started apply most of its start)."""
+    submitted(store, plan_of())
+    code = (
+        "import json, os, sys\nos.geteuid = lambda: 0\nsys.argv = ['opsbot', 'apply']\n"
+        "from opsbot_cli.main import main\nstatus = main()\n"
+        "print(json.dumps([status, sorted(sys.modules)]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(Path(__file__).resolve().parents[3]),
+            "OPSBOT_STATE_DIR": str(store.root),
+            "OPSBOT_APPROVALS_DIR": str(tmp_path / "approvals"),
+        },
+        cwd=tmp_path,
+        timeout=60,
+        check=True,
+    )
+    status, loaded = json.loads(done.stdout.splitlines()[-1])
+    assert status == 3, done.stdout
+    assert not {"pydantic", "structlog", "systemd"} & {m.split(".")[0] for m in loaded}

@@ -9,13 +9,13 @@ from pathlib import Path
 
 from diagnose_svc.tools import _proxy_configs as proxies
 from diagnose_svc.tools._config_files import UnitConfig, config_paths, unit_config
+from diagnose_svc.tools._host_units import enabled
 from diagnose_svc.tools._mentions import Mention, from_argv, from_environment, from_generic
 from diagnose_svc.tools.read_config_edges import (
     CONFIGURED,
     LIVE,
     RUNTIME,
     SOCKET,
-    enabled,
     resolve,
 )
 

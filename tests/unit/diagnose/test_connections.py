@@ -9,15 +9,10 @@ import os
 import socket
 from pathlib import Path
 
-from diagnose_svc.tools._sockdiag import (
-    TcpSocket,
-    UnixSocket,
-    cgroup_root,
-    cgroup_units,
-    tcp_sockets,
-    unix_sockets,
-)
-from diagnose_svc.tools.read_connections import _SocketRow, build, build_unix
+from diagnose_svc.tools._cgroups import cgroup_root, cgroup_units
+from diagnose_svc.tools._host_units import SocketRow
+from diagnose_svc.tools._sockdiag import TcpSocket, UnixSocket, tcp_sockets, unix_sockets
+from diagnose_svc.tools.read_connections import build, build_unix
 
 WEB, API, DB, INIT = 11, 12, 13, 1
 UNITS = {WEB: "edge.service", API: "api.service", DB: "store.service", INIT: "init.scope"}
@@ -64,8 +59,8 @@ def test_a_listener_pid_1_holds_is_named_as_the_service_its_socket_unit_activate
     """A socket-activated queue: PID 1's listener (init.scope) on 127.0.0.1:7100 is
     queue.service through queue.socket's Listen=; a path Listen= is no TCP port."""
     rows = [
-        _SocketRow(listen="127.0.0.1:7100", unit="queue.socket", activates="queue.service"),
-        _SocketRow(listen="/run/queue.sock", unit="queue.socket", activates="queue.service"),
+        SocketRow(listen="127.0.0.1:7100", unit="queue.socket", activates="queue.service"),
+        SocketRow(listen="/run/queue.sock", unit="queue.socket", activates="queue.service"),
     ]
     sockets = [
         sock("listen", ("127.0.0.1", 7100), ("0.0.0.0", 0), INIT),
@@ -171,7 +166,7 @@ def test_a_unix_socket_connection_names_its_listener_by_path_and_its_client_by_u
 def test_a_unix_listener_pid_1_holds_is_the_service_its_socket_unit_activates() -> None:
     """PID 1 made /run/queue.sock for queue.socket (as root: no uid says whose it is):
     its Listen= names queue.service; a listener no unit is known for is left out."""
-    rows = [_SocketRow(listen="/run/queue.sock", unit="queue.socket", activates="queue.service")]
+    rows = [SocketRow(listen="/run/queue.sock", unit="queue.socket", activates="queue.service")]
     sockets = [
         unix("listen", 200, "/run/queue.sock", uid=0),
         unix("listen", 201, "/run/somebody.sock", uid=0),

@@ -126,3 +126,32 @@ def test_the_reserve_is_only_for_privileged_users(tmp_path: Path) -> None:
             assert first_line(fifth) == b"busy shared 4"
         for sock in held:
             sock.close()
+
+
+def test_a_burst_of_connections_pings_the_watchdog_a_few_times_not_once_each(
+    tmp_path: Path,
+) -> None:
+    """Fifty requests one after another, in well under a second: systemd hears WATCHDOG=1
+    a few times (at most one a half second, far within any WatchdogSec=), not once per
+    connection, which made it handle one more message for every request of a burst."""
+    said: list[str] = []
+    path = tmp_path / "echo.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(32)
+    server = SharedEcho(listener, idle_timeout=0, notify=said.append)
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    started = time.monotonic()
+    try:
+        for number in range(50):
+            with connect(path) as sock:
+                sock.sendall(f"hello {number}\n".encode())
+                assert first_line(sock) == f"hello {number}".encode()
+    finally:
+        server.stopping.set()
+        thread.join(timeout=15)
+        listener.close()
+    seconds = time.monotonic() - started
+    pings = said.count("WATCHDOG=1")
+    assert 1 <= pings <= 2 + seconds / 0.5, (pings, seconds)
