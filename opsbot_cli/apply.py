@@ -81,6 +81,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def run_command(args: argparse.Namespace, paths: Paths) -> int:
     if args.dry_run:
+        from shared_io.log import get_logger
+
+        get_logger(__name__, "opsbot")  # the preview's reads log: to the journal, not here
         from plans import preview_plans
 
         outcomes = [outcome_json(o) for o in preview_plans(paths)]
