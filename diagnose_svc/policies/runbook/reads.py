@@ -84,8 +84,11 @@ def _wanted(settings: DiagnoseSettings, entry: str, found: Findings) -> Iterator
     # again): the units that depend on it, and theirs, while they are down.
     for unit in view.roots() or [entry]:
         yield from _taken_down_reads(view, unit)
+    scope = set(view.scope())
     for unit in suspects:
-        if view.running(unit) and not view.silent(unit):
+        # A stranger's chain (a failing target elsewhere, while the entry's chain is not
+        # failing through it) is named in the verdict, never diagnosed in this one.
+        if unit in scope and view.running(unit) and not view.silent(unit):
             for dep in view.deps(unit)[:MAX_DEPENDENCIES]:
                 if view.running(dep):
                     # It relays an error and what it depends on looks fine: is that

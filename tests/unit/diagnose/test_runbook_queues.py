@@ -135,3 +135,22 @@ def test_a_front_failing_above_the_unit_asked_about_is_said_to_fail_through_it()
     reasons = " ".join(str(step.reason) for step in verdict.plan.steps)
     assert "Also failing, as it reaches orders.service: front.service" in reasons, reasons
     assert "unrelated" not in reasons, reasons
+
+
+def test_a_healthy_unit_names_another_failing_chain_and_reads_none_of_its_processes() -> None:
+    """Asked about status.service, running and answering, while front and orders (a
+    chain of their own) answer 503: the note says status is healthy and names front and
+    orders as unrelated, and no process of that other chain is read for it (each is its
+    own diagnosis: before, every running unit of it was watched for its CPU)."""
+    host = queue_host(service("billing.service")).add(service("status.service"))
+    host.health["status"] = health("status", "status.service", "ok", 200)
+    config = settings(
+        front=("http://127.0.0.1:8080/healthz", "front.service"),
+        orders=("http://127.0.0.1:21001/healthz", "orders.service"),
+        status=("http://127.0.0.1:8083/", "status.service"),
+    )
+    verdict, _ = diagnose(host, "status.service", config)
+    assert cause_of(verdict) == ("healthy", "status.service")
+    assert "Also failing, unrelated to status.service" in verdict.text
+    assert "shows: front.service, orders.service; diagnose each on its own." in verdict.text
+    assert [args for tool, args in host.calls if tool == "read_process_state"] == []
