@@ -61,7 +61,14 @@ MANAGER = (
 )
 #: Where systemd writes a transient unit (``systemd-run``), and removes it.
 TRANSIENT_DIR = "/run/systemd/transient"
-LIST_SERVICES = ("systemctl", "list-units", "--type=service", "--all", "--output=json")
+LIST_SERVICES = (
+    "systemctl",
+    "list-units",
+    "--type=service",
+    "--all",
+    "--output=json",
+    "--no-pager",
+)
 LIST_SOCKETS = ("systemctl", "list-sockets", "--all", "--output=json", "--no-pager")
 #: What a listing may print: about 110 bytes a unit, so a million units' worth. A bound
 #: against a runaway, never one a real host reaches (it would be an error, not a cut).
@@ -189,7 +196,7 @@ def _listing(argv: Sequence[str], adapter: TypeAdapter[list[R]]) -> list[R]:
 
 def loaded_services() -> list[str]:
     """The services systemd has loaded now (running, failed, inactive), by name."""
-    return [row.unit for row in _listing((*LIST_SERVICES, "--no-pager"), _ROWS)]
+    return [row.unit for row in _listing(LIST_SERVICES, _ROWS)]
 
 
 def socket_units() -> list[SocketRow]:
