@@ -18,6 +18,7 @@ logged accepting; then it takes the road ``opsbot approve`` takes (plans.road).
     daemon    the socket-activated server: who may ask what
     rules     the standing rules at work: each plan that waits asked about once
     news      what the approvers are told that asks nothing: outcomes, status links
+    watch     while it runs: the store watched, each plan stored put to the rules at once
     trigger   opsbot-rules.service: one ``rules`` request, journaled
     has_rules opsbot-rules.service's condition: does opsbot.toml hold a rule?
 """

@@ -10,7 +10,9 @@ JSON line of at most MAX_APPROVER_MESSAGE_BYTES that must be complete within
 ``MESSAGE_TIMEOUT`` seconds; one reply line. Requests are served one at a time (they read
 and write one state file), so a flood of them waits in line instead of racing; a slow
 client holds only its own connection, and at most ``connections_per_uid`` of them. It
-exits after ``--idle-timeout`` seconds without a connection; the socket starts it again.
+exits after ``--idle-timeout`` seconds without a connection (or a plan stored); the
+socket starts it again. While it runs it watches the store and puts each plan stored to
+the standing rules itself (approver_svc.watch), as root's ``rules`` request would.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from approver_svc.errors import Refusal
 from approver_svc.service import ApproverService
 from approver_svc.state import STATE_DIR, StateFile
 from approver_svc.totp import credentials_dir
+from approver_svc.watch import PlansWatch, RulesWatcher, watch_flag
 from plans import PlanStore, start_apply, window_apply
 from shared_io import log as logsetup
 from shared_io.activation import listening_socket
@@ -203,6 +206,25 @@ class Server(ThreadedServer):
                 log.exception("request.crashed")
                 return refused("internal", "the approver failed; its journal says why")
 
+    def rules_seen(self) -> int:
+        """The rules asked about the plans that wait, as a ``rules`` request from root
+        would (approver_svc.watch: a plan stored while this daemon runs); how many plans
+        they decided, each journaled as opsbot-rules.service journals them."""
+        bind = structlog.contextvars.bound_contextvars
+        with self.service.lock, bind(op="rules", via="watch"):
+            if self.live is not None:
+                self.service.config = self.live.current()
+            reply = self.service.apply_rules(ApplyRules())
+        for decision in reply.decided:
+            log.info(
+                "rules.decided",
+                plan_id=decision.plan_id,
+                outcome=decision.outcome,
+                rule=decision.rule or None,
+                units=" ".join(decision.units),
+            )
+        return len(reply.decided)
+
     def config_shown(self) -> ConfigShown:
         if self.live is None:
             raise Refusal("request", "this approver was started without a config file")
@@ -238,6 +260,13 @@ def main(argv: list[str] | None = None) -> int:
         "standing rules ([[approve.rule]]), and log what they decided (opsbot-rules.service, "
         "started by a plan stored)",
     )
+    parser.add_argument(
+        "--no-watch-plans",
+        dest="watch_plans",
+        action="store_false",
+        help="do not watch the store for plans to put to the standing rules while serving "
+        "(opsbot-rules.path's opsbot-rules.service then asks for each)",
+    )
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
     if args.apply_rules:
@@ -265,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     server = Server(listener, service, idle_timeout=args.idle_timeout, live=live)
     reload_on_hup(live)
+    watcher = watch_plans(server, paths.state_dir / "plans") if args.watch_plans else None
 
     def stop(signum: int, frame: FrameType | None) -> None:
         server.stopping.set()
@@ -274,8 +304,28 @@ def main(argv: list[str] | None = None) -> int:
     try:
         server.serve()
     finally:
+        if watcher is not None:
+            watcher.stop()
         listener.close()
     return 0
+
+
+def watch_plans(server: Server, plans_dir: Path) -> RulesWatcher | None:
+    """Watch the store for plans while serving (approver_svc.watch); None, logged, where
+    the store cannot be watched (opsbot-rules.path's doorbell then rings as before)."""
+    try:
+        watch = PlansWatch(plans_dir)
+    except OSError as exc:
+        log.warning("rules.unwatched", error=str(exc), hint="opsbot-rules.path still asks")
+        return None
+    watcher = RulesWatcher(watch, server.rules_seen, seen=server.touch, flag=watch_flag())
+    try:
+        watcher.start()
+    except OSError as exc:  # the flag cannot be written: the doorbell keeps ringing
+        log.warning("rules.flag_unwritten", error=str(exc))
+        watcher.flag = None
+        watcher.start()
+    return watcher
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 rule, applied and VERIFIED with no human; the time from the kill to each stage.
 
     sudo /opt/opsbot/venv/bin/python -m bench.standing_rule_fix [--runs N] [--settle S]
-        [--json] [--quick]
+        [--json] [--quick] [--process-per-stage]
 
 In a booted container with opsbot installed (packaging/install.sh, every unit as an
 operator enables them), ``--runs`` + 1 generated services (random names
@@ -22,9 +22,19 @@ while faults come less than 30 s apart (their --idle-timeout), as they do here.
 Stage times come from the journal entries and the plan's status history that each stage
 writes (bench/inside/standing_runs.py), not from polling: diagnosis (systemd starts
 opsbot-onfailure@UNIT; opsbot-diagnose logs diagnose.started), plan (plan.accepted),
-approval (plan.approved by the rule), apply done (APPLIED), verdict (VERIFIED).
+approval (plan.approved by the rule), the service running again (systemd's "Started"
+entry for it), apply done (APPLIED), verdict (VERIFIED).
 
-Target (issue 26): fault -> VERIFIED p50 over 20 runs <= settle_seconds + 5 s.
+The baseline of the same run: systemd's own ``Restart=on-failure`` (``RestartSec=100ms``)
+on a ``sleep infinity`` unit like the others, killed just before each run and timed the
+same way, from the kill to its "Started" entry.
+
+``--process-per-stage`` brings back, with drop-ins, the stages as they were before issue
+40 (opsbot-onfailure@ diagnosing in a process of its own; opsbot-rules.service started
+200 ms after a plan is stored to ask root's approver), to compare with the same host.
+
+Targets: fault -> VERIFIED p50 over 20 runs <= settle_seconds + 5 s (issue 26); fault ->
+the service running again p50 <= the ``Restart=`` floor's p50 + 0.5 s (issue 40).
 """
 
 from __future__ import annotations
@@ -51,6 +61,32 @@ from testbed import host
 
 PREFIX = "benchapp"
 RULE = "bench-apps"
+#: The floor: the same service, restarted by systemd itself.
+RESTART_UNIT = f"{PREFIX}-restart-floor.service"
+RESTART_UNIT_FILE = """\
+[Unit]
+Description=opsbot standing-rule bench floor: systemd's own Restart=
+StartLimitIntervalSec=0
+
+[Service]
+ExecStart=/bin/sleep infinity
+Restart=on-failure
+RestartSec=100ms
+"""
+#: Within this much of the Restart= floor (issue 40).
+FLOOR_MARGIN = 0.5
+#: ``--process-per-stage``: drop-ins that bring back the stages as they were before
+#: issue 40 (opsbot-onfailure@ diagnosing in its own process; root's approver asked by an
+#: opsbot-rules.service started 200 ms after a plan is stored), for a comparison.
+PROCESS_PER_STAGE = {
+    "/etc/systemd/system/opsbot-onfailure@.service.d/90-bench-process.conf": (
+        "[Service]\nExecStart=\nExecStart=/opt/opsbot/venv/bin/opsbot-diagnose run "
+        '--symptom "systemd marked the unit failed" %i\n'
+    ),
+    "/etc/systemd/system/opsbot-approver.service.d/90-bench-process.conf": (
+        "[Service]\nExecStart=\nExecStart=/opt/opsbot/venv/bin/opsbot-approver --no-watch-plans\n"
+    ),
+}
 APP_UNIT = """\
 [Unit]
 Description=opsbot standing-rule bench target {name}
@@ -85,6 +121,7 @@ STAGES = (
     ("diagnose_started", "diagnosis: diagnose.started"),
     ("plan_accepted", "plan stored (plan.accepted)"),
     ("plan_approved", "approval written (plan.approved, rule)"),
+    ("running_again", "service running again (Started)"),
     ("applied", "apply done (APPLIED)"),
     ("verdict", "verdict (VERIFIED)"),
 )
@@ -152,6 +189,11 @@ def main() -> int:
     p.add_argument(
         "--json", action="store_true", help="print the result document, the table to stderr"
     )
+    p.add_argument(
+        "--process-per-stage",
+        action="store_true",
+        help="each stage a process of its own, as before issue 40 (drop-ins), to compare",
+    )
     args = p.parse_args()
     setup_logging(args.verbose)
     runs = args.runs or (1 if args.quick else 20)
@@ -163,8 +205,21 @@ def main() -> int:
         for name in units:
             ct.write_file(f"/etc/systemd/system/{name}", APP_UNIT.format(name=name))
         host.install_opsbot(ct, config(units, args.settle))
-        ct.systemctl("start", *units)
-        result = inside(ct, "standing_runs.py", *units, timeout=300 + 120 * len(units))
+        ct.write_file(f"/etc/systemd/system/{RESTART_UNIT}", RESTART_UNIT_FILE)
+        if args.process_per_stage:
+            for path, text in PROCESS_PER_STAGE.items():
+                ct.run(["mkdir", "-p", path.rpartition("/")[0]])
+                ct.write_file(path, text)
+        ct.systemctl("daemon-reload")
+        ct.systemctl("start", *units, RESTART_UNIT)
+        result = inside(
+            ct,
+            "standing_runs.py",
+            "--restart-unit",
+            RESTART_UNIT,
+            *units,
+            timeout=300 + 120 * len(units),
+        )
     warm = result["runs"][0] if warm_up else {}
     timed = result["runs"][warm_up:]
     verified = [r for r in timed if r.get("state") == "VERIFIED" and "verdict" in r["seconds"]]
@@ -194,6 +249,23 @@ def main() -> int:
             "(info)",
         )
     )
+    floors = [r["restart_floor"] for r in timed if r.get("restart_floor") is not None]
+    floor = median(floors)
+    again = [r["seconds"]["running_again"] for r in timed if "running_again" in r["seconds"]]
+    again_p50 = median(again)
+    report.add(
+        Figure(
+            f"fault -> service running again p50 (n={len(again)} of {runs})",
+            again_p50,
+            "s",
+            floor,
+            f"Restart=on-failure p50 (n={len(floors)})",
+            ratio(again_p50, floor),
+            f"<= floor + {FLOOR_MARGIN:g} s",
+            again_p50 <= floor + FLOOR_MARGIN if again and floors else False,
+            note=f"over the floor by {again_p50 - floor:.2f} s",
+        )
+    )
     rows = stage_rows(verified)
     for row in rows:
         report.add(
@@ -221,6 +293,8 @@ def main() -> int:
         "run meets an earlier run's plan history, which is never reset), "
         + ("after one warm-up run that is not counted" if warm_up else "no warm-up (--quick)")
     )
+    if args.process_per_stage:
+        report.note("--process-per-stage: each stage a process of its own, as before issue 40")
     report.note(
         f"settle_seconds = {args.settle:g} (the product's default is 10); target "
         f"p50 <= settle + 5 = {target:g} s; stage times from journal entries and status "
@@ -241,6 +315,8 @@ def main() -> int:
         "target_seconds": target,
         "units": units,
         "rule": RULE,
+        "restart_floor": summary(floors),
+        "running_again": summary(again),
         "stages": rows,
         "warm_up": warm,
         "samples": timed,

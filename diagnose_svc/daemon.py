@@ -29,6 +29,7 @@ from diagnose_svc.executor_client import DEFAULT_SOCKET_PATH, ExecutorClient
 from diagnose_svc.scope import build_scope
 from diagnose_svc.tools import READ_TOOLS, ToolContext
 from diagnose_svc.tools._baseline_store import Snapshot
+from diagnose_svc.unit_names import unit_arg
 from diagnose_svc.verdict import NoteVerdict, PlanVerdict
 from diagnose_svc.verify import Verifier, tried_plan, wants_follow_up
 from shared_io import log
@@ -59,19 +60,6 @@ def render(verdict: PlanVerdict | NoteVerdict) -> str:
     else:
         lines.append(verdict.text)
     return "\n".join(lines)
-
-
-#: systemd's unit types: a name ending in none of them is a service, as systemctl reads it.
-UNIT_TYPES = frozenset(
-    "service socket target device mount automount swap timer path slice scope".split()
-)
-
-
-def unit_arg(value: str) -> str:
-    """UNIT as systemctl reads it: ``app`` is ``app.service``. The watch drop-in's
-    ``OnFailure=opsbot-onfailure@%N.service`` passes a service's name without its suffix, so
-    that the unit that diagnoses app.service is ``opsbot-onfailure@app.service``."""
-    return value if value.rpartition(".")[2] in UNIT_TYPES else f"{value}.service"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -284,6 +272,15 @@ def _serve(args: argparse.Namespace) -> int:
             unit, symptom, config.diagnose, args.socket, on_event, journal_scope=scope.units
         )
 
+    def diagnose_failed(unit: str, symptom: str, on_event: EventSink) -> PlanVerdict | NoteVerdict:
+        """A unit's failure, asked by opsbot-onfailure@ (diagnose_svc.onfailure): as
+        ``run`` reads it, whatever the scope says, its journal reads reaching the scope."""
+        config = live.current()
+        scope = build_scope(config).units | {unit}
+        return diagnose_once(
+            unit, symptom, config.diagnose, args.socket, on_event, journal_scope=scope
+        )
+
     if broken is not None:
         server: DiagnoseServer = ConfigBroken(listener, broken, args.config, args.idle_timeout)
     else:
@@ -294,6 +291,7 @@ def _serve(args: argparse.Namespace) -> int:
             args.idle_timeout,
             settings=live.config.diagnose,
             config_state=lambda: live.state(START_ONLY),
+            diagnose_failed=diagnose_failed,
         )
         reload_on_hup(live)
     signal.signal(signal.SIGTERM, lambda signum, frame: server.stopping.set())

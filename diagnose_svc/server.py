@@ -13,10 +13,17 @@ most ``MAX_RUNS`` at once on the host, ``[diagnose] runs_per_uid`` at once and
 A request refused gets one ``diagnose.error`` naming the limit and its key. The service
 pings the systemd watchdog while it waits, and exits after ``idle_timeout`` seconds
 without a connection (the socket starts it again).
+
+A request from the service's own user is a unit's failure (opsbot-onfailure@, which runs
+as that user in the same sandbox and asks here rather than load the diagnosis itself:
+diagnose_svc.onfailure): ``diagnose_failed`` answers it, as ``opsbot-diagnose run``
+would, and that uid has no cap of its own (it counts towards ``MAX_RUNS``). Whoever runs
+as that user may run ``opsbot-diagnose run`` anyway: nothing is reached that was not.
 """
 
 from __future__ import annotations
 
+import os
 import pwd
 import socket
 import time
@@ -115,7 +122,13 @@ class DiagnoseServer(ThreadedServer):
         settings: DiagnoseSettings | None = None,
         clock: Clock = time.monotonic,
         config_state: Callable[[], ConfigState] | None = None,
+        diagnose_failed: Diagnose | None = None,
+        own_uid: int | None = None,
     ) -> None:
+        #: The service's own user: its requests are units' failures (when
+        #: ``diagnose_failed`` is given).
+        self.own_uid = os.getuid() if own_uid is None else own_uid
+        self.diagnose_failed = diagnose_failed
         super().__init__(listener, idle_timeout=idle_timeout, notify=notify, clock=clock)
         self.diagnose = diagnose
         self.config_state = config_state
@@ -129,8 +142,13 @@ class DiagnoseServer(ThreadedServer):
         )
 
     def privileged(self, uid: int) -> bool:
-        """Root: no cap of its own (it sets the caps); its runs count towards MAX_RUNS."""
-        return uid == 0
+        """Root (it sets the caps), and a unit's failure: no cap of its own; their runs
+        count towards MAX_RUNS."""
+        return uid == 0 or self.failure_of(uid)
+
+    def failure_of(self, uid: int) -> bool:
+        """Whether ``uid``'s request is a unit's failure (opsbot-onfailure@ asking)."""
+        return self.diagnose_failed is not None and uid == self.own_uid
 
     def busy(self, refusal: Refusal) -> bytes:
         if refusal.limit == "per_uid":
@@ -204,7 +222,9 @@ class DiagnoseServer(ThreadedServer):
             except OSError:
                 client_gone = True  # the diagnosis goes on; its plan still matters
 
-        log.info("diagnose.requested", unit=request.unit, peer_uid=uid)
-        verdict = self.diagnose(request.unit, request.symptom, stream)
+        failed = self.failure_of(uid)
+        log.info("diagnose.requested", unit=request.unit, peer_uid=uid, failed=failed or None)
+        diagnose = self.diagnose_failed if failed and self.diagnose_failed else self.diagnose
+        verdict = diagnose(request.unit, request.symptom, stream)
         if not client_gone:
             self._send(conn, VerdictMessage(verdict=verdict))

@@ -22,6 +22,7 @@ root's approver and the operator's console (the doors onto it), above shared_io.
                    has anything for opsbot-apply.service
     witness        what the executor's unit wrote in the journal, as root trusts it
     apply_unit     starting opsbot-apply after an approval, and saying what applies it
+    approval_archive  root's archive of used approvals, read without a model
     polkit         the polkit rule generated from the policy
     names          opsbot's own units and users
     errors         PlanError and its kin
@@ -43,6 +44,7 @@ from shared_io.exports import lazy_exports
 _FROM = (
     "apply_queue",
     "apply_unit",
+    "approval_archive",
     "approvals",
     "decisions",
     "errors",
@@ -77,17 +79,23 @@ if TYPE_CHECKING:  # what mypy checks callers against: the names served
         watched as watched,
         window_apply as window_apply,
     )
+    from plans.approval_archive import (
+        approval_path as approval_path,
+        archive_used as archive_used,
+        check_approvals_dir as check_approvals_dir,
+        consumed_marker as consumed_marker,
+        is_consumed as is_consumed,
+        maybe_now as maybe_now,
+        used_dir as used_dir,
+    )
     from plans.approvals import (
         CLOCK_SKEW as CLOCK_SKEW,
         CheckedApproval as CheckedApproval,
-        approval_path as approval_path,
-        archive_used as archive_used,
         check_approval as check_approval,
         read_approval_file as read_approval_file,
         rejection_path as rejection_path,
         rejection_reason as rejection_reason,
         remove_approval as remove_approval,
-        used_dir as used_dir,
         write_approval as write_approval,
         write_rejection as write_rejection,
     )
@@ -140,6 +148,7 @@ if TYPE_CHECKING:  # what mypy checks callers against: the names served
         APPLY_UNIT as APPLY_UNIT,
         EXECUTOR_UNIT as EXECUTOR_UNIT,
         EXECUTOR_USER as EXECUTOR_USER,
+        POLKIT_RULE_UNIT as POLKIT_RULE_UNIT,
     )
     from plans.outcomes import (
         LiveStates as LiveStates,
@@ -236,17 +245,23 @@ if TYPE_CHECKING:  # what mypy checks callers against: the names served
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "plans.apply_queue": ("APPLY_ACTS_ON", "WAITS_FOR_APPROVAL", "Waiting", "waiting"),
     "plans.apply_unit": ("apply_running", "start_apply", "watched", "window_apply"),
+    "plans.approval_archive": (
+        "approval_path",
+        "archive_used",
+        "check_approvals_dir",
+        "consumed_marker",
+        "is_consumed",
+        "maybe_now",
+        "used_dir",
+    ),
     "plans.approvals": (
         "CLOCK_SKEW",
         "CheckedApproval",
-        "approval_path",
-        "archive_used",
         "check_approval",
         "read_approval_file",
         "rejection_path",
         "rejection_reason",
         "remove_approval",
-        "used_dir",
         "write_approval",
         "write_rejection",
     ),
@@ -289,7 +304,14 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "window_wait",
     ),
     "plans.incidents": ("INCIDENT_CAP", "follow_up", "members"),
-    "plans.names": ("APPLY_PATH", "APPLY_TIMER", "APPLY_UNIT", "EXECUTOR_UNIT", "EXECUTOR_USER"),
+    "plans.names": (
+        "APPLY_PATH",
+        "APPLY_TIMER",
+        "APPLY_UNIT",
+        "EXECUTOR_UNIT",
+        "EXECUTOR_USER",
+        "POLKIT_RULE_UNIT",
+    ),
     "plans.outcomes": (
         "LiveStates",
         "Outcome",

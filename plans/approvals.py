@@ -14,8 +14,8 @@ has not been used (see PlanStore.consume).
 Root takes an approval out of the apply's reach twice: ``opsbot reject`` removes it
 (:func:`remove_approval`), and once an apply has used it, ``opsbot archive-approvals``
 (opsbot-archive.path, on the executor's consumed markers) moves it to ``used/``, root's
-only (:func:`archive_used`). The executor's uid can rewrite a plan's status or delete its
-consumed marker; it cannot bring back a file root moved.
+only (plans.approval_archive, read without a model). The executor's uid can rewrite a
+plan's status or delete its consumed marker; it cannot bring back a file root moved.
 """
 
 import contextlib
@@ -30,23 +30,21 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from plans.errors import ApprovalExpired, ApprovalRefused, StoreError
+from plans.approval_archive import approval_path, check_approvals_dir
+from plans.errors import ApprovalExpired, ApprovalRefused
 from plans.records import PlanRecord
 from plans.store import PlanStore
 from shared_io.files import fsync_dir, write_atomic
-from shared_schema import Approval, canonical_json, is_valid_plan_id, sha256_hex
+from shared_schema import Approval, canonical_json, sha256_hex
 
 __all__ = [
     "CLOCK_SKEW",
     "CheckedApproval",
-    "approval_path",
-    "archive_used",
     "check_approval",
     "read_approval_file",
     "rejection_path",
     "rejection_reason",
     "remove_approval",
-    "used_dir",
     "write_approval",
     "write_rejection",
 ]
@@ -57,8 +55,6 @@ MAX_APPROVAL_BYTES = 4096
 #: between the two (an NTP step at boot, a few seconds); a minute absorbs that, and buys
 #: a clock set back (or a forged date) at most a minute: the lifetime is bounded apart.
 CLOCK_SKEW = timedelta(seconds=60)
-APPROVAL_SUFFIX = ".approval"
-USED_DIR = "used"
 
 
 @dataclass(frozen=True)
@@ -67,31 +63,8 @@ class CheckedApproval:
     file_sha256: str
 
 
-def approval_path(approvals_dir: Path, plan_id: str) -> Path:
-    return approvals_dir / f"{plan_id}.approval"
-
-
 def rejection_path(approvals_dir: Path, plan_id: str) -> Path:
     return approvals_dir / f"{plan_id}.rejection"
-
-
-def used_dir(approvals_dir: Path) -> Path:
-    """Where used approvals go: root's only (0700), out of the apply's reach."""
-    return approvals_dir / USED_DIR
-
-
-def _check_dir(approvals_dir: Path) -> None:
-    try:
-        st = os.lstat(approvals_dir)
-    except FileNotFoundError as exc:
-        raise ApprovalRefused(f"approvals directory {approvals_dir} does not exist") from exc
-    if not stat.S_ISDIR(st.st_mode):
-        raise ApprovalRefused(f"approvals directory {approvals_dir} is not a directory")
-    if st.st_uid != 0 or st.st_mode & 0o022:
-        raise ApprovalRefused(
-            f"approvals directory {approvals_dir} must be owned by root and not writable by "
-            "group or others"
-        )
 
 
 def read_approval_file(path: Path) -> tuple[bytes, os.stat_result]:
@@ -149,7 +122,7 @@ def check_approval(
     may hold instead (plans.windows.lifetime_ceiling: until the end of the window
     open at or next after its ``approved_at``, at most 7 days).
     """
-    _check_dir(approvals_dir)
+    check_approvals_dir(approvals_dir)
     data, _ = read_approval_file(approval_path(approvals_dir, record.plan_id))
     try:
         approval = Approval.model_validate_json(data)
@@ -241,55 +214,6 @@ def remove_approval(approvals_dir: Path, plan_id: str) -> bool:
     with contextlib.suppress(OSError):
         fsync_dir(approvals_dir)
     return True
-
-
-def _used_dir_ready(approvals_dir: Path) -> Path:
-    used = used_dir(approvals_dir)
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(used, 0o700)
-    st = os.lstat(used)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0:
-        raise StoreError(f"{used} must be a directory owned by root", hint="rm -rf it as root")
-    if stat.S_IMODE(st.st_mode) != 0o700:
-        os.chmod(used, 0o700)
-    return used
-
-
-def archive_used(approvals_dir: Path, is_used: Callable[[str], bool]) -> list[str]:
-    """Move every approval whose plan ``is_used`` says an apply used to ``used/`` (as
-    root); the plan ids moved, in order.
-
-    ``is_used`` is the executor's consumed marker, or the apply's own journal entry saying
-    it consumed the approval (so deleting the marker first does not keep one in place).
-    Only ``<plan id>.approval`` names are looked at; nothing is overwritten in ``used/``.
-    """
-    _check_dir(approvals_dir)
-    names = sorted(
-        n
-        for n in os.listdir(approvals_dir)
-        if n.endswith(APPROVAL_SUFFIX) and is_valid_plan_id(n[: -len(APPROVAL_SUFFIX)])
-    )
-    candidates = [n[: -len(APPROVAL_SUFFIX)] for n in names]
-    used_ids = [plan_id for plan_id in candidates if is_used(plan_id)]
-    if not used_ids:
-        return []
-    used = _used_dir_ready(approvals_dir)
-    moved: list[str] = []
-    for plan_id in used_ids:
-        source = approval_path(approvals_dir, plan_id)
-        target = used / source.name
-        copy = 0
-        while os.path.lexists(target):
-            copy += 1
-            target = used / f"{plan_id}.{copy}{APPROVAL_SUFFIX}"
-        try:
-            os.rename(source, target)
-        except FileNotFoundError:
-            continue  # gone meanwhile (a reject): nothing left to move
-        moved.append(plan_id)
-    fsync_dir(used)
-    fsync_dir(approvals_dir)
-    return moved
 
 
 def write_rejection(

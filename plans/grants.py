@@ -39,7 +39,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from plans.approvals import approval_path, read_approval_file, rejection_reason
+from plans.approval_archive import approval_path
+from plans.approvals import read_approval_file, rejection_reason
 from plans.errors import ApprovalRefused, PlanError
 from plans.polkit import RULE_PATH, grant_path, remove_grants
 from plans.store import PlanStore

@@ -47,8 +47,6 @@ POLKITD_PATHS = (Path("/usr/lib/polkit-1/polkitd"), Path("/usr/libexec/polkitd")
 ROOT_DROPIN = Path("/etc/systemd/system/opsbot-executor.service.d/50-root-no-caps.conf")
 #: The only action opsbot's rule ever answers YES to (for the executor's user alone).
 MANAGE_UNITS = "org.freedesktop.systemd1.manage-units"
-#: Root's unit that writes the rule again (daily, and after an approval is archived).
-RULE_UNIT = "opsbot-polkit-rule.service"
 #: How far ahead the rule carries the apply windows (the timer rewrites it daily).
 RULE_DAYS = 14
 #: ``opsbot approve --now``'s grants: read before RULE_PATH (polkit takes the first

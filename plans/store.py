@@ -33,6 +33,7 @@ from pydantic import ValidationError
 
 from plans._listing import PlanIds
 from plans._waiting import Open, OpenPlans
+from plans.approval_archive import consumed_marker, is_consumed
 from plans.errors import PlanError, PlanNotFound, StoreError, TamperedPlan, TooManyWaiting
 from plans.records import PlanRecord, Provenance, StatusRecord, Transition
 from shared_io.files import (
@@ -403,7 +404,7 @@ class PlanStore:
             }
         ).encode()
         try:
-            write_atomic(self.consumed / f"{plan_id}.json", data, exclusive=True)
+            write_atomic(consumed_marker(self.root, plan_id), data, exclusive=True)
         except FileExistsError:
             return False
         return True
@@ -411,8 +412,9 @@ class PlanStore:
     def is_consumed(self, plan_id: str) -> bool:
         """Whether an apply used the approval of ``plan_id``: anything at its marker's name
         counts (a symlink too, even a dangling one). Root's archiver (``opsbot
-        archive-approvals``) reads this to move that approval out of the apply's reach."""
-        return os.path.lexists(self.consumed / f"{plan_id}.json")
+        archive-approvals``) reads it (plans.approval_archive) to move that approval out of
+        the apply's reach."""
+        return is_consumed(self.root, plan_id)
 
     # -- apply lock -------------------------------------------------------------------
 

@@ -155,17 +155,25 @@ def day_head_path(directory: Path, day: str) -> Path:
 class _Locked:
     """A head file, open and locked."""
 
+    #: The most of a head file read: a head is far shorter (a number, a space, 64 digits).
+    READ = 200
+
     def __init__(self, path: Path) -> None:
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
-        data = os.pread(self.fd, 200, 0).decode("ascii", "replace").strip()
-        seq, _, digest = data.partition(" ")
+        raw = os.pread(self.fd, self.READ, 0)
+        #: The file's length as read (READ: at least that); what a write must cut.
+        self.length = len(raw)
+        seq, _, digest = raw.decode("ascii", "replace").strip().partition(" ")
         self.head = Head(int(seq), digest) if seq.isdigit() and len(digest) == 64 else None
 
     def write(self, head: Head) -> None:
         data = f"{head.seq} {head.hash}\n".encode()
         os.pwrite(self.fd, data, 0)
-        os.ftruncate(self.fd, len(data))
+        # A head only grows (its number never loses a digit): the file is cut only where
+        # it held more than the new head (garbage, or a longer head put there by hand).
+        if self.length > len(data) or self.length >= self.READ:
+            os.ftruncate(self.fd, len(data))
 
     def close(self) -> None:
         os.close(self.fd)
@@ -190,45 +198,65 @@ class Chain:
         if PLAN_ID.fullmatch(plan_id) is None:
             yield
             return
-        # The day's head is one file, so its lock orders every entry anyway: threads of
-        # this process wait their turn here, before creating their plan's head file and
-        # opening the day's (at a burst of submits, the executor's threads otherwise
-        # queued in the kernel with those files open, each waking at every release).
-        with self._turn:
-            day = (now or datetime.now(UTC)).strftime("%Y%m%d")
-            try:
-                self.directory.mkdir(mode=0o750, exist_ok=True)
-                key = self._key = self._key or _own_key(self.directory)
-                plan = _Locked(plan_head_path(self.directory, plan_id))
-            except OSError:
-                yield
-                return
-            try:
-                daily = _Locked(day_head_path(self.directory, day))
-            except OSError:
-                plan.close()
-                yield
-                return
-            try:
-                at_plan = plan.head or Head(0, GENESIS)
-                at_day = daily.head or Head(0, GENESIS)
-                fields.update(
-                    CHAIN=self.name,
-                    CHAIN_SEQ=str(at_plan.seq + 1),
-                    CHAIN_PREV=at_plan.hash,
-                    AUDIT_DAY=day,
-                    DAY_SEQ=str(at_day.seq + 1),
-                    DAY_PREV=at_day.hash,
-                )
-                digest = entry_hash(fields)
-                fields[HASH_FIELD] = digest
-                fields[MAC_FIELD] = key.mark(digest)
-                yield
-                plan.write(Head(at_plan.seq + 1, digest))
-                daily.write(Head(at_day.seq + 1, digest))
-            finally:
-                daily.close()
-                plan.close()
+        day = (now or datetime.now(UTC)).strftime("%Y%m%d")
+        try:
+            key = self._own_key()
+            # The plan's head outside the turn below: entries about different plans do
+            # not wait for each other to create and lock theirs; its lock orders those
+            # about one plan (of every process of this writer), taken before the day's.
+            plan = self._locked(plan_head_path(self.directory, plan_id))
+        except OSError:
+            yield
+            return
+        try:
+            # The day's head is one file, so its lock orders every entry anyway: threads
+            # of this process wait their turn here, before opening it (at a burst of
+            # submits, the executor's threads otherwise queued in the kernel with it
+            # open, each waking at every release).
+            with self._turn:
+                try:
+                    daily = _Locked(day_head_path(self.directory, day))
+                except OSError:
+                    yield
+                    return
+                try:
+                    at_plan = plan.head or Head(0, GENESIS)
+                    at_day = daily.head or Head(0, GENESIS)
+                    fields.update(
+                        CHAIN=self.name,
+                        CHAIN_SEQ=str(at_plan.seq + 1),
+                        CHAIN_PREV=at_plan.hash,
+                        AUDIT_DAY=day,
+                        DAY_SEQ=str(at_day.seq + 1),
+                        DAY_PREV=at_day.hash,
+                    )
+                    digest = entry_hash(fields)
+                    fields[HASH_FIELD] = digest
+                    fields[MAC_FIELD] = key.mark(digest)
+                    yield
+                    daily.write(Head(at_day.seq + 1, digest))
+                finally:
+                    daily.close()
+            # Still under the plan's lock: its next entry links to this one.
+            plan.write(Head(at_plan.seq + 1, digest))
+        finally:
+            plan.close()
+
+    def _own_key(self) -> Key:
+        """The writer's key (shared_io.audit_chain._own_key), read once; the directory
+        made first if need be."""
+        if self._key is None:
+            self.directory.mkdir(mode=0o750, exist_ok=True)
+            self._key = _own_key(self.directory)
+        return self._key
+
+    def _locked(self, path: Path) -> _Locked:
+        """``path`` open and locked; its directory made again if it went away since."""
+        try:
+            return _Locked(path)
+        except FileNotFoundError:
+            self.directory.mkdir(mode=0o750, exist_ok=True)
+            return _Locked(path)
 
 
 def writer_chain(identifier: str) -> Chain | None:

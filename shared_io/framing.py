@@ -17,6 +17,7 @@ not fit its limit.
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -25,6 +26,8 @@ from pathlib import Path
 from shared_io.errors import PeerProtocolError, SocketUnavailable
 
 CHUNK = 65536
+#: The longest one poll(2) waits, in seconds; a longer wait is made of several.
+MAX_POLL = 3600.0
 
 #: What deadlines are measured on: ``time.monotonic``, or a test's clock.
 Clock = Callable[[], float]
@@ -88,8 +91,7 @@ class LineReader:
             remaining = deadline - self.clock()
             if remaining <= 0:
                 raise TimeoutError
-            self.sock.settimeout(remaining)
-            chunk = self.sock.recv(CHUNK)
+            chunk = self._recv(remaining)
             if not chunk:
                 if self.buffer.strip():
                     line, self.buffer = self.buffer, b""
@@ -99,6 +101,35 @@ class LineReader:
                     return line
                 return None
             self.buffer += chunk
+
+    def _recv(self, timeout: float) -> bytes:
+        """One read, waiting at most ``timeout`` seconds for something to come.
+
+        A socket without a timeout of its own (a server's accepted connection) is read
+        at once if bytes wait, which they mostly do, and otherwise waited on with
+        poll(2): one system call where a timeout costs three (setting it, the poll
+        before each read, the read), each a wait for the GIL under a burst. A socket with
+        a timeout (a client's, from :func:`connect`) is read as it was set up to be."""
+        if self.sock.gettimeout() not in (None, 0.0):
+            self.sock.settimeout(timeout)
+            return self.sock.recv(CHUNK)
+        deadline = self.clock() + timeout
+        while True:
+            with contextlib.suppress(BlockingIOError, InterruptedError):
+                return self.sock.recv(CHUNK, socket.MSG_DONTWAIT)
+            remaining = deadline - self.clock()
+            if remaining <= 0:
+                raise TimeoutError
+            if not _readable(self.sock, remaining) and remaining <= MAX_POLL:
+                raise TimeoutError
+
+
+def _readable(sock: socket.socket, timeout: float) -> bool:
+    """Whether ``sock`` has something to read (or has ended) within ``timeout`` seconds."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    # poll(2) takes milliseconds (at least 1 here), for at most MAX_POLL seconds at once.
+    return bool(poller.poll(max(1, int(min(timeout, MAX_POLL) * 1000))))
 
 
 class Deadlines:
@@ -130,7 +161,19 @@ class Deadlines:
 
 
 def send_line(sock: socket.socket, data: bytes, timeout: float) -> None:
-    """Send one whole message (``data`` ends with its newline) within ``timeout``."""
+    """Send one whole message (``data`` ends with its newline) within ``timeout``.
+
+    On a socket without a timeout of its own (a server's accepted connection) a reply
+    that fits in the socket's buffer, as they mostly do, is sent in one system call and
+    leaves the socket as it was; the rest, if any, with the timeout."""
+    if sock.gettimeout() is None:
+        try:
+            sent = sock.send(data, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        data = data[sent:]
+        if not data:
+            return
     sock.settimeout(timeout)
     sock.sendall(data)
 

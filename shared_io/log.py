@@ -18,6 +18,7 @@ as ``identifier: level: event key=value ...`` lines.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -38,6 +39,7 @@ _BAD_FIELD_CHARS = re.compile(r"[^A-Z0-9_]")
 _NOT_FIELDS = ("event", "level", "timestamp")
 
 
+@functools.lru_cache(maxsize=512)
 def message_id(event: str) -> str:
     """The journal MESSAGE_ID of an event name: a stable 128-bit id derived from it, so
     ``journalctl MESSAGE_ID=...`` selects one kind of event."""
@@ -74,6 +76,11 @@ def journal_fields(event_dict: MutableMapping[str, Any], identifier: str) -> dic
     return fields
 
 
+#: Where every entry is sent from, said once: python-systemd otherwise reads it off the
+#: stack for each entry (a stat of each source file on it), which is always this sink.
+SENT_FROM = {"CODE_FILE": __file__, "CODE_FUNC": "JournaldSink.__call__"}
+
+
 class JournaldSink:
     """The last processor: send the event to journald (an entry about a plan chained,
     shared_io.audit_chain, when this process writes a chain), or render a stderr line."""
@@ -95,9 +102,9 @@ class JournaldSink:
             fields = journal_fields(event_dict, self.identifier)
             if self._chain is not None and "PLAN_ID" in fields:
                 with self._chain.link(fields):
-                    self._send(fields.pop("MESSAGE"), **fields)
+                    self._send(fields.pop("MESSAGE"), **(SENT_FROM | fields))
             else:
-                self._send(fields.pop("MESSAGE"), **fields)
+                self._send(fields.pop("MESSAGE"), **(SENT_FROM | fields))
             raise structlog.DropEvent
         rest = " ".join(
             f"{k}={field_value(v)}"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import TYPE_CHECKING, Any
 
 from shared_schema.canonical import canonical_json
@@ -40,6 +41,10 @@ class WireError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+#: Everything in a message but the brackets that open and close its arrays and objects.
+_NOT_A_BRACKET = re.compile(r"[^\[\]{}]+")
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -90,10 +95,11 @@ def decode_json_object(line: bytes, limit: int = MAX_MESSAGE_BYTES) -> dict[str,
         raise WireError(f"message is not valid UTF-8 (byte {exc.start})") from exc
     if "\x00" in text:
         raise WireError("message contains a NUL byte")
-    # Refuse deep nesting before json recurses into it.
+    # Refuse deep nesting before json recurses into it (the brackets alone walked: a
+    # message is mostly other characters).
     opened = 0
     deepest = 0
-    for char in text:
+    for char in _NOT_A_BRACKET.sub("", text):
         if char in "[{":
             opened += 1
             deepest = max(deepest, opened)

@@ -1,7 +1,7 @@
 """Inside the container: SIGKILL one generated unit per run and time, from the kill, each
 stage of its fix by a standing rule; print them as JSON.
 
-    standing_runs.py [--timeout S] UNIT...
+    standing_runs.py [--timeout S] [--restart-unit UNIT] UNIT...
 
 The units are ``sleep infinity`` services with ``OnFailure=opsbot-onfailure@%N.service``,
 covered by an enforce ``[[approve.rule]]``. The first is the warm-up run (reported
@@ -18,8 +18,14 @@ where they are written, not from when this script noticed them:
 - ``plan_approved``: opsbot-approver's ``plan.approved`` entry (the approval file is
   written, ``approved_by_rule``); ``approval_rule``: its ``approval.rule`` entry (after
   it started the apply);
+- ``running_again``: systemd's "Started UNIT" entry after the kill (the apply's restart
+  job is done: the service runs again);
 - ``applying``, ``applied``, ``verdict``: the plan's status history (APPLYING, APPLIED,
   then VERIFIED or UNRESOLVED), as the executor and opsbot-verify wrote it.
+
+The floor, ``--restart-unit``: a ``sleep infinity`` service with ``Restart=on-failure``
+(and no ``OnFailure=``), killed the same way just before each run; from the kill to its
+"Started" entry is the time systemd's own ``Restart=`` takes on this host now.
 
 This script polls only to know that a run ended (its plan settled), every 0.1 s.
 """
@@ -42,6 +48,8 @@ from _util import run
 STATE = Path("/var/lib/opsbot")
 #: systemd's "Starting UNIT..." (a start job began), sd-messages.h SD_MESSAGE_UNIT_STARTING.
 UNIT_STARTING = "7d4958e842da4a758f6c1cdc7b36dcc5"
+#: systemd's "Started UNIT" (a start job is done), SD_MESSAGE_UNIT_STARTED.
+UNIT_STARTED = "39f53479d3a045ac8e11786248231fbf"
 #: A plan state after which nothing happens to it by itself.
 SETTLED = {"VERIFIED", "UNRESOLVED", "FAILED", "STALE", "EXPIRED", "REJECTED", "INTERRUPTED"}
 #: Where the history's stages are: state -> key.
@@ -116,11 +124,34 @@ def stamp(entry: dict[str, Any]) -> float:
     return int(entry["__REALTIME_TIMESTAMP"]) / 1e6
 
 
+def started_again(entries: list[dict[str, Any]], unit: str, fault: float) -> float | None:
+    """When systemd first said it started ``unit`` after ``fault`` (wall-clock seconds)."""
+    for entry in entries:
+        if (
+            entry.get("UNIT") == unit
+            and entry.get("MESSAGE_ID") == UNIT_STARTED
+            and entry.get("_PID") == "1"
+            and stamp(entry) > fault
+        ):
+            return stamp(entry)
+    return None
+
+
+#: Where the diagnosis runs: in opsbot-onfailure@ itself, or in opsbot-diagnose, asked by it.
+DIAGNOSE_DAEMON = "opsbot-diagnose.service"
+
+
 def journal_stages(
-    entries: list[dict[str, Any]], unit: str, onfailure: str, plan_id: str
-) -> dict[str, float]:
-    """The first entry of each stage the journal holds (wall-clock seconds)."""
+    entries: list[dict[str, Any]], unit: str, onfailure: str, plan_id: str, fault: float
+) -> tuple[dict[str, float], str]:
+    """The first entry of each stage the journal holds (wall-clock seconds), and the unit
+    the diagnosis ran in."""
     found: dict[str, float] = {}
+    again = started_again(entries, unit, fault)
+    if again is not None:
+        found["running_again"] = again
+    diagnosis = {onfailure, DIAGNOSE_DAEMON}
+    diagnosed_in: dict[str, str] = {}
 
     def first(key: str, entry: dict[str, Any]) -> None:
         if key not in found:
@@ -133,9 +164,10 @@ def journal_stages(
             first("exit_seen", entry)  # systemd saw the main process die
         elif entry.get("UNIT") == onfailure and entry.get("MESSAGE_ID") == UNIT_STARTING:
             first("onfailure_start", entry)
-        elif source == onfailure and event == "diagnose.started":
+        elif source in diagnosis and event == "diagnose.started" and entry.get("UNIT") == unit:
             first("diagnose_started", entry)
-        elif source == onfailure and event == "diagnose.finished":
+            diagnosed_in.setdefault("unit", source)
+        elif source in diagnosis and event == "diagnose.finished" and stamp(entry) > fault:
             first("diagnose_finished", entry)
         elif entry.get("PLAN_ID") != plan_id:
             continue
@@ -149,10 +181,39 @@ def journal_stages(
             first("plan_applied", entry)
         elif source == "opsbot-executor.service" and event == "plan.verified":
             first("plan_verified", entry)
-    return found
+    return found, diagnosed_in.get("unit", "")
 
 
-NEEDED = ("onfailure_start", "diagnose_started", "plan_accepted", "plan_approved")
+NEEDED = (
+    "onfailure_start",
+    "diagnose_started",
+    "plan_accepted",
+    "plan_approved",
+    "running_again",
+)
+
+
+def restart_floor(unit: str, timeout: float = 30.0) -> float | None:
+    """Kill ``unit`` (``Restart=on-failure``) and time systemd's own restart of it: from the
+    kill to its "Started" entry (seconds), or None if it did not start again in time."""
+    pid = int(run(["systemctl", "show", "-P", "MainPID", unit]).stdout.strip() or 0)
+    if not pid:
+        return None
+    fault = time.time()
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        new = int(run(["systemctl", "show", "-P", "MainPID", unit]).stdout.strip() or 0)
+        if new and new != pid:
+            break
+    journal_deadline = time.monotonic() + 10
+    while time.monotonic() < journal_deadline:
+        again = started_again(journal_since(fault), unit, fault)
+        if again is not None:
+            return again - fault
+        time.sleep(0.2)
+    return None
 
 
 def one_run(unit: str, timeout: float) -> dict[str, Any]:
@@ -210,7 +271,9 @@ def one_run(unit: str, timeout: float) -> dict[str, Any]:
     # stages the status cannot tell are there (or 10 s).
     journal_deadline = time.monotonic() + 10
     while True:
-        found = journal_stages(journal_since(fault), unit, onfailure, plan_id)
+        found, result["diagnosed_in"] = journal_stages(
+            journal_since(fault), unit, onfailure, plan_id, fault
+        )
         if all(key in found for key in NEEDED) or time.monotonic() > journal_deadline:
             break
         time.sleep(0.2)
@@ -226,11 +289,17 @@ def one_run(unit: str, timeout: float) -> dict[str, Any]:
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--timeout", type=float, default=120.0, help="per run, kill to verdict")
+    p.add_argument(
+        "--restart-unit", default="", help="a Restart=on-failure unit: the floor, before each run"
+    )
     p.add_argument("units", nargs="+")
     args = p.parse_args()
     runs = []
     for unit in args.units:
+        floor = restart_floor(args.restart_unit) if args.restart_unit else None
         runs.append(one_run(unit, args.timeout))
+        if floor is not None:
+            runs[-1]["restart_floor"] = floor
         print(
             f"{unit}: {runs[-1].get('state')} "
             f"{runs[-1].get('seconds', {}).get('verdict', math.nan):.2f}s",

@@ -14,6 +14,7 @@ from these declarations.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 import typing
@@ -148,6 +149,9 @@ class ToolContext:
     journal_path: Path | None = None
     journal_scope: frozenset[str] | None = None
     moment: dict[str, Any] | None = None
+    #: The units this moment's calls ask about, by tool (``{"read_unit_status": (...)}``):
+    #: a tool may read them all at once (one ``systemctl show`` for four statuses).
+    asked: Mapping[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
     _taking: threading.RLock = field(
         default_factory=threading.RLock, init=False, repr=False, compare=False
     )
@@ -161,10 +165,12 @@ class ToolContext:
                 self.moment[what] = read()
             return cast(T, self.moment[what])
 
-    def step(self) -> ToolContext:
-        """This context for the calls of one step: a moment of their own, unless it is
-        one moment already."""
-        return self if self.moment is not None else replace(self, moment={})
+    def step(self, asked: Mapping[str, tuple[str, ...]] | None = None) -> ToolContext:
+        """This context for the calls of one step (``asked``: the units they ask about,
+        by tool): a moment of their own, unless it is one moment already."""
+        if self.moment is not None:
+            return self
+        return replace(self, moment={}, asked=dict(asked or {}))
 
 
 A = TypeVar("A", bound=ToolArgs)
@@ -186,12 +192,8 @@ class Tool:
         return self.args_model.gives
 
     def spec(self) -> ToolSpec:
-        """The tool as a policy sees it."""
-        return ToolSpec(
-            name=self.name,
-            description=self.description,
-            parameters=self.args_model.model_json_schema(),
-        )
+        """The tool as a policy sees it (built once: every diagnosis shows the same)."""
+        return _spec(self)
 
     def parse_args(self, raw: Mapping[str, Any]) -> ToolArgs:
         """Validate raw JSON arguments; ToolError lists each bad field."""
@@ -250,3 +252,14 @@ def read_tool(
         return function
 
     return register
+
+
+@functools.cache
+def _spec(tool: Tool) -> ToolSpec:
+    """A JSON schema takes pydantic about half a millisecond a tool to generate: once per
+    process, not once per tool and diagnosis."""
+    return ToolSpec(
+        name=tool.name,
+        description=tool.description,
+        parameters=tool.args_model.model_json_schema(),
+    )

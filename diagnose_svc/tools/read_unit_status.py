@@ -12,12 +12,14 @@ from diagnose_svc.errors import ToolError
 from diagnose_svc.limits import TOOL_OUTPUT_BUDGET, UNIT_LIST_LIMIT
 from diagnose_svc.tools._registry import ToolContext, ToolOutput, UnitToolArgs, read_tool
 from diagnose_svc.tools._systemctl import (
+    UnitProperties,
     parse_exec,
     parse_int,
     parse_timestamp,
     parse_units,
     show,
 )
+from shared_io.errors import OpsbotError
 
 #: Exactly what is asked of systemd; nothing else is read.
 PROPERTIES: tuple[str, ...] = (
@@ -208,11 +210,44 @@ def _units(value: str) -> list[str]:
     return parse_units(value)[:UNIT_LIST_LIMIT]
 
 
-def _dependencies(relations: dict[str, Relation]) -> list[DependencyState]:
+def _shown(unit: str, context: ToolContext) -> tuple[UnitProperties, Mapping[str, UnitProperties]]:
+    """``unit``'s properties, and its dependencies' states when this step's other
+    read_unit_status calls were read with it (empty: read them). The statuses one step
+    asks for are one ``systemctl show``, their dependencies one more: a step reading
+    four statuses starts two commands, not eight. Should the reading together fail, each
+    unit is read alone, so that one call's trouble is not its neighbours'."""
+    together = sorted({unit, *context.asked.get("read_unit_status", ())})
+    if len(together) > 1:
+        try:
+            blocks = context.once(
+                "read_unit_status " + " ".join(together), lambda: show(together, PROPERTIES)
+            )
+            theirs = sorted({d for block in blocks for d in relations_of(block)})
+            states = context.once(
+                "dependencies " + " ".join(theirs),
+                lambda: (
+                    dict(zip(theirs, show(theirs, DEPENDENCY_PROPERTIES), strict=True))
+                    if theirs
+                    else {}
+                ),
+            )
+            return blocks[together.index(unit)], states
+        except OpsbotError:
+            pass
+    [props] = show([unit], PROPERTIES)
+    return props, {}
+
+
+def _dependencies(
+    relations: dict[str, Relation], known: Mapping[str, UnitProperties]
+) -> list[DependencyState]:
     if not relations:
         return []
     names = list(relations)
-    states = show(names, DEPENDENCY_PROPERTIES)
+    if all(name in known for name in names):
+        states = [known[name] for name in names]
+    else:
+        states = show(names, DEPENDENCY_PROPERTIES)
     out = []
     for name, props in zip(names, states, strict=True):
         if props.get("ActiveState", "") not in UNHEALTHY_STATES:
@@ -325,7 +360,7 @@ def read_unit_status(args: UnitArgs, context: ToolContext) -> UnitStatus:
     (BindsTo=, Requires=, Wants=, services it is ordered After=) are failed or inactive
     (unhealthy_dependencies). A plan may only act on units read with this tool.
     """
-    [props] = show([args.unit], PROPERTIES)
+    props, known = _shown(args.unit, context)
     if props.get("LoadState") == "not-found":
         # LoadError says the same again ("...NoSuchUnit \"Unit x not found.\""): only
         # another reason is worth its words.
@@ -335,7 +370,7 @@ def read_unit_status(args: UnitArgs, context: ToolContext) -> UnitStatus:
             hint="list_failed_units shows the units that failed; check the name",
         )
     seen = {**props, "TriggeredBy": props.get("TriggeredBy", "") or _idle_socket(props)}
-    return fit_status(parse_unit_status(seen, _dependencies(relations_of(seen))))
+    return fit_status(parse_unit_status(seen, _dependencies(relations_of(seen), known)))
 
 
 def _idle_socket(props: Mapping[str, str]) -> str:

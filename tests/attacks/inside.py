@@ -132,8 +132,10 @@ def retire_plans_of(ct: BootedSystemd, *units: str) -> list[str]:
 
 
 def ruled(ct: BootedSystemd, plan_id: str) -> dict[str, Any]:
-    """What the rules decided about ``plan_id``, as root's ``opsbot policy report`` says,
-    after a run of opsbot-rules that began once the plan was stored."""
+    """What the rules decided about ``plan_id``, as root's ``opsbot policy report`` says:
+    the running approver asks them as the plan is stored (approver_svc/watch.py, and
+    opsbot-rules.service is then skipped), a run of opsbot-rules that began once the plan
+    was stored where it does not run."""
     ct.wait_for(
         lambda: (
             ct.systemctl("show", "-P", "ActiveState", "opsbot-rules.service").stdout.strip()
@@ -144,9 +146,16 @@ def ruled(ct: BootedSystemd, plan_id: str) -> dict[str, Any]:
         what="opsbot-rules.service idle",
     )
     ct.systemctl("start", "opsbot-rules.service")
-    recent = json.loads(cli(ct, "policy", "report", "--json").stdout)["recent"]
-    [decision] = [d for d in recent if d["plan_id"] == plan_id]
-    return dict(decision)
+
+    def decided() -> dict[str, Any] | None:
+        recent = json.loads(cli(ct, "policy", "report", "--json").stdout)["recent"]
+        found = [d for d in recent if d["plan_id"] == plan_id]
+        assert len(found) <= 1, found
+        return dict(found[0]) if found else None
+
+    decision = ct.wait_for(decided, timeout=30, interval=0.5, what=f"the rules on {plan_id}")
+    assert decision is not None
+    return decision
 
 
 @contextlib.contextmanager

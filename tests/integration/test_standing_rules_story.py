@@ -132,10 +132,19 @@ def report(ct: BootedSystemd) -> dict[str, Any]:
 
 def ruled(ct: BootedSystemd, plan_id: str) -> dict[str, Any]:
     """What the rules decided about ``plan_id`` (stored before this call), as root's
-    ``opsbot policy report`` tells it."""
+    ``opsbot policy report`` tells it: the running approver asks them as the plan is
+    stored (approver_svc/watch.py; opsbot-rules.service is then skipped), a run of
+    opsbot-rules.service where it does not run."""
     run_now(ct, "opsbot-rules.service")
-    [decision] = [d for d in report(ct)["recent"] if d["plan_id"] == plan_id]
-    return dict(decision)
+
+    def decided() -> dict[str, Any] | None:
+        found = [d for d in report(ct)["recent"] if d["plan_id"] == plan_id]
+        assert len(found) <= 1, found
+        return dict(found[0]) if found else None
+
+    decision = ct.wait_for(decided, timeout=30, interval=0.5, what=f"the rules on {plan_id}")
+    assert decision is not None
+    return decision
 
 
 def announced(phone: Phone, plan_id: str) -> list[dict[str, Any]]:

@@ -145,6 +145,21 @@ def test_a_garbled_head_does_not_stop_the_writer_logging(tmp_path: Path) -> None
     assert read_head(plan_head_path(tmp_path, PLAN)) == Head(1, fields["AUDIT_HASH"])
 
 
+def test_a_head_longer_than_the_next_is_cut_to_it(tmp_path: Path) -> None:
+    """A head only grows, so it is rewritten in place without cutting the file; one that
+    held more than the next head (garbage, or a head with a longer number put there by
+    hand) is cut, so that the file holds the new head and nothing after it."""
+    for garbage in (b"x" * 150, b"12345678 " + b"b" * 64 + b"\n" + b"y" * 300):
+        chain_dir = tmp_path / f"audit-{len(garbage)}"
+        chain_dir.mkdir()
+        plan_head_path(chain_dir, PLAN).write_bytes(garbage)
+        fields = accepted()
+        with Chain("executor", chain_dir).link(fields, now=AT):
+            pass
+        head = plan_head_path(chain_dir, PLAN).read_bytes()
+        assert head == f"{fields['CHAIN_SEQ']} {fields['AUDIT_HASH']}\n".encode()
+
+
 def test_a_writer_makes_its_key_once_for_itself_and_marks_each_link(tmp_path: Path) -> None:
     """The first link makes the writer's key: 64 hex digits, mode 0600. Each link carries
     the HMAC-SHA256 of its hash under it; another process of the writer uses the same
@@ -167,12 +182,21 @@ def test_a_writer_makes_its_key_once_for_itself_and_marks_each_link(tmp_path: Pa
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".key-")] == []
 
 
-def test_threads_of_one_writer_take_turns_before_they_touch_a_head(tmp_path: Path) -> None:
-    """Two threads of the executor chain an entry each at once (a burst of submits): the
-    second waits its turn before it creates its plan's head file or opens the day's, so
-    that a burst's threads wait on the process's own lock rather than in the kernel on
-    the day's head, each with its files open; it links after the first, as the day's
-    head orders them."""
+def _open_on(path: Path) -> int:
+    """How many of this process's file descriptors are open on ``path``."""
+    fds = Path("/proc/self/fd")
+    return sum(1 for fd in fds.iterdir() if os.path.realpath(fd) == os.path.realpath(path))
+
+
+def test_threads_of_one_writer_take_turns_at_the_days_head_not_at_their_plans(
+    tmp_path: Path,
+) -> None:
+    """Two threads of the executor chain an entry each, about two plans, at once (a burst
+    of submits): the second makes and locks its own plan's head meanwhile (entries about
+    different plans do not wait for each other there), then waits its turn before it
+    opens the day's, so that a burst's threads wait on the process's own lock rather than
+    in the kernel on the day's head, each with it open; it links after the first, as the
+    day's head orders them."""
     chain = Chain("executor", tmp_path / "audit")
     other = "20261203-060001-0a1b2c3d"
     first = journal_fields({"event": "plan.accepted", "plan_id": PLAN}, "opsbot-executor")
@@ -191,7 +215,8 @@ def test_threads_of_one_writer_take_turns_before_they_touch_a_head(tmp_path: Pat
     with chain.link(first, now=AT):
         entered.set()
         assert not done.wait(0.3)  # the second waits for the first to be sent
-        assert not plan_head_path(tmp_path / "audit", other).exists()
+        assert plan_head_path(tmp_path / "audit", other).exists()
+        assert _open_on(day_head_path(tmp_path / "audit", "20261203")) == 1
     thread.join(5)
     assert done.is_set()
     assert (first["DAY_SEQ"], second["DAY_SEQ"]) == ("1", "2")

@@ -272,3 +272,58 @@ def test_a_monotonic_timer_gets_a_wall_clock_next_elapse() -> None:
     )
     calendar = {"NextElapseUSecRealtime": "Tue 2026-12-01 12:05:00 UTC"}
     assert next_elapse(calendar, now=now, monotonic=0.0) == datetime(2026, 12, 1, 12, 5, tzinfo=UTC)
+
+
+def test_one_step_reading_several_statuses_asks_systemd_twice_and_each_answer_is_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A step that reads four units' states (a chain and its neighbours) starts two
+    `systemctl show` commands, the statuses and then their dependencies, not eight; each
+    call's answer is what it would have been alone (its own failed dependency, its own
+    state); and when reading them together fails, each is read alone."""
+    from diagnose_svc.tools import ToolContext, read_unit_status
+    from diagnose_svc.tools._systemctl import UnitProperties
+    from diagnose_svc.tools.read_unit_status import UnitArgs
+    from shared_schema import DiagnoseSettings
+
+    host = {
+        "web.service": {"ActiveState": "active", "Requires": "app.service"},
+        "app.service": {"ActiveState": "active", "Wants": "db.service"},
+        "db.service": {"ActiveState": "failed", "Result": "exit-code"},
+        "cron.service": {"ActiveState": "active"},
+    }
+    commands: list[list[str]] = []
+
+    def show(units: list[str], properties: list[str]) -> list[UnitProperties]:
+        commands.append(list(units))
+        if "broken" in host:
+            raise CommandFailed("systemctl show: Failed to get properties")
+        return [
+            UnitProperties(
+                u, {"Id": u, "LoadState": "loaded", **host.get(u, {"LoadState": "not-found"})}
+            )
+            for u in units
+        ]
+
+    monkeypatch.setattr(read_unit_status, "show", show)
+    tool = READ_TOOLS["read_unit_status"]
+    base = ToolContext(settings=DiagnoseSettings())
+    alone = {u: tool(UnitArgs(unit=u), base).model_dump() for u in host}
+    # Alone: each its status, and its dependencies where it has any (the failed db: whether
+    # a socket of its name starts it).
+    assert len(commands) == 7
+    assert alone["app.service"]["unhealthy_dependencies"][0]["unit"] == "db.service"
+    assert alone["web.service"]["unhealthy_dependencies"] == []
+
+    commands.clear()
+    step = base.step(asked={"read_unit_status": tuple(host)})
+    together = {u: tool(UnitArgs(unit=u), step).model_dump() for u in host}
+    assert together == alone
+    assert commands == [sorted(host), ["app.service", "db.service"], ["db.socket"]]
+
+    commands.clear()
+    host["broken"] = {}
+    step = base.step(asked={"read_unit_status": ("web.service", "db.service")})
+    with pytest.raises(CommandFailed):
+        tool(UnitArgs(unit="db.service"), step)
+    assert commands == [["db.service", "web.service"], ["db.service"]]

@@ -41,6 +41,31 @@ def test_lines_are_read_one_at_a_time_without_their_newline(
     assert reader.readline(1) is None
 
 
+def test_a_server_reads_a_waiting_request_and_replies_without_setting_a_timeout(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    """On a connection as the server accepted it (no timeout of its own), a request that
+    is already there is read, and the reply sent, without giving the socket a timeout
+    (which costs a system call to set and a poll before each read and send, each a wait
+    for the GIL under a burst); one that is not there yet is still waited for, within
+    its deadline, and the socket is left as it was."""
+    ours, theirs = pair
+    assert ours.gettimeout() is None
+    theirs.sendall(b'{"op":"submit"}\n')
+    reader = LineReader(ours, 1024)
+    assert reader.readline(5) == b'{"op":"submit"}'
+    framing.send_line(ours, b'{"verdict":"ACCEPT"}\n', 5)
+    assert theirs.recv(100) == b'{"verdict":"ACCEPT"}\n'
+    assert ours.gettimeout() is None
+    threading.Timer(0.2, theirs.sendall, args=(b"later\n",)).start()
+    assert reader.readline(5) == b"later"
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        reader.readline(0.2)
+    assert 0.15 < time.monotonic() - started < 3
+    assert ours.gettimeout() is None
+
+
 @pytest.mark.parametrize("data", [b"x" * 101 + b"\n", b"x" * 200])
 def test_a_message_over_the_limit_is_refused_before_it_is_all_read(
     pair: tuple[socket.socket, socket.socket], data: bytes

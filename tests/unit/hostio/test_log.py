@@ -102,6 +102,36 @@ def test_configure_sends_each_event_to_journald_as_its_unit(
     assert fields["MESSAGE_ID"] == message_id("diagnose.finished")
 
 
+def test_an_entry_names_the_sink_as_where_it_came_from_without_reading_the_stack(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every entry is sent from the journal sink, so python-systemd is told so
+    (CODE_FILE, CODE_FUNC) instead of reading it off the stack for each entry, which
+    stats the source file of each frame it reads: under a burst of submits those stats
+    ran while the audit chain's turn was held."""
+    import linecache
+
+    from systemd import journal
+
+    sent: list[tuple[str, ...]] = []
+    monkeypatch.setattr(journal, "sendv", lambda *args: sent.append(args))
+    looked_up: list[str] = []
+    checkcache = linecache.checkcache
+    monkeypatch.setattr(
+        linecache, "checkcache", lambda name=None: (looked_up.append(str(name)), checkcache(name))
+    )
+    try:
+        log.configure("opsbot-diagnose", journal=True)
+        structlog.get_logger().info("diagnose.finished", run_id="r")
+    finally:
+        structlog.reset_defaults()
+    assert looked_up == []
+    [args] = sent
+    assert f"CODE_FILE={log.__file__}" in args
+    assert "CODE_FUNC=JournaldSink.__call__" in args
+    assert "RUN_ID=r" in args
+
+
 def test_without_a_journal_events_are_stderr_lines(capsys: pytest.CaptureFixture[str]) -> None:
     """Without journald an event is one line on stderr: identifier, level, event, fields."""
     try:

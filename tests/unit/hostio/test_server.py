@@ -6,6 +6,7 @@ connection that ends gives its room back."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import socket
 import threading
 import time
@@ -155,3 +156,70 @@ def test_a_burst_of_connections_pings_the_watchdog_a_few_times_not_once_each(
     seconds = time.monotonic() - started
     pings = said.count("WATCHDOG=1")
     assert 1 <= pings <= 2 + seconds / 0.5, (pings, seconds)
+
+
+SEEN: contextvars.ContextVar[str] = contextvars.ContextVar("SEEN", default="")
+
+
+class NamingEcho(SharedEcho):
+    """Echoes which thread served the connection and what the one before left bound in
+    its context (then binds a value of its own and leaves it)."""
+
+    thread_idle_seconds = 60.0
+
+    def handle(self, conn: socket.socket) -> None:
+        line = LineReader(conn, 1024).readline(10)
+        left = SEEN.get()
+        SEEN.set("left by an earlier connection")
+        if line is not None:
+            conn.sendall(f"{threading.current_thread().name}|{left}\n".encode())
+
+
+def test_a_burst_is_served_by_threads_already_running_each_connection_afresh(
+    path: Path,
+) -> None:
+    """Twenty requests one after another are served by a thread or two kept waiting for
+    the next, not by a thread started for each (which cost the accept loop a thread's
+    start for every request of a burst); each connection still starts in an empty context,
+    as in a new thread: what one conversation bound is not the next one's."""
+    with serving(NamingEcho, path):
+        replies = []
+        for number in range(20):
+            with connect(path) as sock:
+                sock.sendall(f"hello {number}\n".encode())
+                replies.append(first_line(sock).decode().split("|"))
+    threads = {name for name, _ in replies}
+    assert len(threads) <= 3, threads
+    assert [left for _, left in replies] == [""] * 20
+
+
+def test_threads_left_waiting_end_after_their_idle_time_and_when_the_server_stops(
+    tmp_path: Path,
+) -> None:
+    """Three connections at once leave three threads waiting for more: they end once none
+    came for ``thread_idle_seconds``; and at stop, threads still waiting end at once."""
+
+    def served_by(server: Echo) -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name.endswith("(_serve_many)")}
+
+    for idle, stop_first in ((0.3, False), (60.0, True)):
+        path = tmp_path / f"echo-{idle}.sock"
+
+        class Short(SharedEcho):
+            thread_idle_seconds = idle
+
+        with serving(Short, path) as server:
+            held = [connect(path) for _ in range(3)]
+            wait_active(server, 3)
+            assert len(served_by(server)) == 3
+            for number, sock in enumerate(held):
+                sock.sendall(f"hello {number}\n".encode())
+                assert first_line(sock) == f"hello {number}".encode()
+                sock.close()
+            wait_active(server, 0)
+            if stop_first:
+                server.stopping.set()
+            deadline = time.monotonic() + 5
+            while served_by(server) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert served_by(server) == set()

@@ -1,6 +1,7 @@
 """The plan store: what ACCEPT promises is on disk, byte for byte, and nothing that is
 not a plan the executor wrote is ever read as one."""
 
+import errno
 import json
 import os
 import subprocess
@@ -169,6 +170,45 @@ def test_a_record_that_names_another_plan_is_refused(store: PlanStore) -> None:
     )
     with pytest.raises(TamperedPlan, match=f"holds plan {record.plan_id}, not {other}"):
         store.load(other)
+
+
+def test_a_plan_record_appears_under_its_own_name_only(
+    store: PlanStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Storing a plan puts no other name in plans/ on the way (it is written unnamed,
+    fsynced, then linked in): opsbot-rules.path and opsbot-notify.path, which watch the
+    directory, are woken by the plan and not also by a temp file made, closed and
+    removed; a killed daemon leaves nothing to sweep."""
+    touched: list[str] = []
+    for name in ("unlink", "rename"):
+        real = getattr(os, name)
+        monkeypatch.setattr(
+            os,
+            name,
+            lambda *args, _real=real, **kw: (touched.append(str(args[0])), _real(*args, **kw))[1],
+        )
+    record = submitted(store, plan_of())
+    assert touched == []
+    assert os.listdir(store.plans) == [f"{record.plan_id}.json"]
+    assert store.load(record.plan_id) == record
+
+
+def test_where_no_unnamed_file_can_be_made_a_plan_is_written_through_a_temp_file(
+    store: PlanStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a file system that makes no unnamed file (O_TMPFILE refused), a plan is stored
+    as before: a temp file, fsynced, linked in and removed."""
+    real_open = os.open
+
+    def no_tmpfile(path: object, flags: int, *args: object, **kw: object) -> int:
+        if flags & os.O_TMPFILE == os.O_TMPFILE:
+            raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+        return real_open(path, flags, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", no_tmpfile)
+    record = submitted(store, plan_of())
+    assert os.listdir(store.plans) == [f"{record.plan_id}.json"]
+    assert store.load(record.plan_id) == record
 
 
 def test_a_leftover_temp_file_is_never_a_plan_and_is_swept_when_old(store: PlanStore) -> None:
