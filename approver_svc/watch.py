@@ -18,6 +18,11 @@ as the approver exits rings the doorbell, which starts the approver again.
 After a plan is seen the rules are asked again :data:`LOOK_AGAIN` later (the executor
 journals ``plan.accepted`` just after it links the plan, and a rule approves only what
 the journal vouches for; and a plan stored during a look), as the doorbell's run did.
+
+Should the watch end while the approver runs (the plans directory removed, moved or
+replaced, a look that fails, anything unforeseen), the file goes with it: the doorbell
+and its catch-up timer (opsbot-rules.timer) ask again, as before the approver ran. Only
+a real directory is watched, never through a symlink.
 """
 
 from __future__ import annotations
@@ -41,6 +46,12 @@ log = structlog.get_logger("opsbot.approver")
 #: inotify(7): a name made in the directory (a link), or moved into it.
 IN_CREATE = 0x100
 IN_MOVED_TO = 0x80
+IN_DELETE_SELF = 0x400
+IN_MOVE_SELF = 0x800
+IN_Q_OVERFLOW = 0x4000
+IN_IGNORED = 0x8000
+IN_ONLYDIR = 0x01000000
+IN_DONT_FOLLOW = 0x02000000
 _EVENT = struct.Struct("iIII")
 #: The file in the runtime directory that says the approver watches (see the docstring).
 FLAG_NAME = "rules-watched"
@@ -48,6 +59,10 @@ FLAG_NAME = "rules-watched"
 LOOK_AGAIN = (0.05, 0.2, 1.0)
 #: Seconds between checks for stop while nothing happens.
 POLL = 0.5
+
+
+class WatchEnded(OSError):
+    """The plans directory's watch ended (it was removed, moved or replaced)."""
 
 
 class PlansWatch:
@@ -66,19 +81,22 @@ class PlansWatch:
         self.fd = fd
         #: The parent's watch while the directory is not there (None: it was).
         self.parent_wd: int | None = None
+        #: The plans directory's watch (0: not yet there).
+        self.plans_wd = 0
         try:
-            if not self._add(directory):
+            self.plans_wd = self._add(directory)
+            if not self.plans_wd:
                 self.parent_wd = self._add(directory.parent)
                 if not self.parent_wd:
                     raise FileNotFoundError(errno.ENOENT, f"{directory.parent} is not there")
-                self._add(directory)  # made meanwhile: the first look finds its plans
+                self.plans_wd = self._add(directory)  # made meanwhile: the first look finds it
         except OSError:
             os.close(fd)
             raise
 
     def _add(self, directory: Path) -> int:
         """The watch on ``directory`` (a positive number); 0 where it is not there."""
-        mask = IN_CREATE | IN_MOVED_TO
+        mask = IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW
         wd = int(self._libc.inotify_add_watch(self.fd, os.fsencode(directory), mask))
         if wd > 0:
             return wd
@@ -89,7 +107,8 @@ class PlansWatch:
 
     def wait(self, timeout: float) -> bool:
         """Whether a plan file appeared within ``timeout`` seconds (every event waiting is
-        read: a burst is one wake-up)."""
+        read: a burst is one wake-up); :class:`WatchEnded` when the plans directory went
+        (removed, moved, replaced: its files are no longer seen)."""
         ready, _, _ = select.select([self.fd], [], [], timeout)
         if not ready:
             return False
@@ -101,12 +120,18 @@ class PlansWatch:
                 return seen
             offset = 0
             while offset + _EVENT.size <= len(data):
-                wd, _mask, _cookie, length = _EVENT.unpack_from(data, offset)
+                wd, mask, _cookie, length = _EVENT.unpack_from(data, offset)
                 name = data[offset + _EVENT.size : offset + _EVENT.size + length].rstrip(b"\0")
                 offset += _EVENT.size + length
+                if mask & IN_Q_OVERFLOW:
+                    seen = True  # events were lost: look
+                    continue
+                if wd == self.plans_wd and mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED):
+                    raise WatchEnded(errno.ENOENT, f"{self.directory} went: no longer watched")
                 if self.parent_wd is not None and wd == self.parent_wd:
-                    if name == os.fsencode(self.directory.name) and self._add(self.directory):
-                        seen = True  # the store's first plan is on its way
+                    if name == os.fsencode(self.directory.name) and not self.plans_wd:
+                        self.plans_wd = self._add(self.directory)
+                        seen = seen or bool(self.plans_wd)  # the store's first plan is on its way
                     continue
                 seen = seen or (name.endswith(b".json") and not name.startswith(b"."))
 
@@ -153,15 +178,22 @@ class RulesWatcher:
         self.watch.close()
 
     def _look(self) -> bool:
-        """One look; whether it decided something. A failure is logged, never raised:
-        the doorbell's timer (opsbot-rules.timer) still catches up."""
-        try:
-            return self.ask() > 0
-        except Exception:
-            log.exception("rules.watch_failed")
-            return False
+        """One look; whether it decided something."""
+        return self.ask() > 0
 
     def _run(self) -> None:
+        """Watch until stopped; should the watch end otherwise, the flag goes with it
+        (the doorbell and its timer ask again)."""
+        try:
+            self._watch()
+        except Exception:
+            log.exception("rules.watch_ended")
+        finally:
+            if self.flag is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    self.flag.unlink()
+
+    def _watch(self) -> None:
         self._look()  # what was stored before the watch began
         again = list(LOOK_AGAIN)
         while not self.stopping.is_set():

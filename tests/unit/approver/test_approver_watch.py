@@ -143,3 +143,47 @@ def test_an_approver_started_before_any_plan_was_stored_watches_from_the_first(
     finally:
         watcher.stop()
         server.listener.close()
+
+
+def test_a_plans_directory_replaced_under_the_watch_hands_back_to_the_doorbell(
+    watching: tuple[Server, RulesWatcher], enforcing: Bench, tmp_path: Path
+) -> None:
+    """Root restores the store: the plans directory is moved aside and made anew. The old
+    watch sees none of the new directory's plans, so it ends, and its flag goes with it:
+    opsbot-rules.service (and its catch-up timer) ask the rules again, instead of being
+    skipped for as long as the approver lives while nothing watches."""
+    _, watcher = watching
+    flag = tmp_path / "run-opsbot-approver" / FLAG_NAME
+    assert flag.is_file()
+    plans = enforcing.store.plans
+    plans.rename(plans.with_name("plans.old"))
+    plans.mkdir()
+    watcher.thread.join(timeout=5)
+    assert not watcher.thread.is_alive()
+    assert not flag.exists()
+
+
+def test_a_symlinked_plans_directory_is_not_watched_and_the_doorbell_keeps_ringing(
+    enforcing: Bench, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The executor's uid owns the store: where plans/ is a symlink (to a directory of its
+    choice, or to itself), root's approver does not follow it. It watches nothing and writes
+    no flag, and the rules are asked as before, through opsbot-rules.service."""
+    b = enforcing
+    b.store.plans.rmdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setenv("RUNTIME_DIRECTORY", str(tmp_path))
+    for target in (elsewhere, b.store.plans):
+        b.store.plans.symlink_to(target)
+        server = Server(listening(tmp_path / "s.sock"), b.service, idle_timeout=0, notify=False)
+        try:
+            watcher = watch_plans(server, b.store.plans)
+            if watcher is not None:
+                watcher.stop()
+            assert watcher is None
+            assert not (tmp_path / FLAG_NAME).exists()
+        finally:
+            server.listener.close()
+            (tmp_path / "s.sock").unlink(missing_ok=True)
+            b.store.plans.unlink()
