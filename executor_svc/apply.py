@@ -249,6 +249,7 @@ class Applier:
             # The marker after the transition: opsbot-verify.path starts the check on it,
             # and the check must find the plan APPLIED (a path unit does not watch while
             # the service it started runs, so a second marker could go unseen).
-            done = self._move(status, PlanState.APPLIED, f"{len(argv)} step(s) ran")
+            ran = f"{len(argv)} step{'' if len(argv) == 1 else 's'} ran"
+            done = self._move(status, PlanState.APPLIED, ran)
             mark_applied(self.store, done.plan_id)
         return Outcome(done.plan_id, done.state, done.reason, argv, ran=True)

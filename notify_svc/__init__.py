@@ -5,6 +5,7 @@ an incident ended).
 The one opsbot unit that sends messages out. It holds no authority: it asks root's
 opsbot-approver (``announce``) for the new plans and single-use links, and relays them.
 Receivers of the generic webhook check its signature with :func:`verify_signature`.
+``opsbot-notify --test [CHANNEL]`` sends a test message instead (notify_svc.trial).
 """
 
 from notify_svc.message import Message, render

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import textwrap
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,8 +25,9 @@ from plans import (
     window_state,
 )
 from plans.polkit import rule_horizon, rule_matches
+from shared_io.code_stamp import DaemonCode, Stamp, daemons_code, read_stamp
 from shared_io.config import load_with_digest
-from shared_io.errors import ConfigError
+from shared_io.errors import ConfigError, StoreError
 from shared_io.paths import Paths
 from shared_io.trusted import untrusted_reason
 from shared_schema import OpsbotConfig
@@ -184,6 +186,8 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
     horizon = rule_horizon(rule_text) if rule_text is not None and windows else None
     allow = allowed_verbs(config.executor)
     running = running_configs(paths, digest)
+    stamp, code, code_warnings = installed_code()
+    warnings += code_warnings
     info: dict[str, Any] = {
         "config": str(paths.config),
         "config_exists": paths.config.exists(),
@@ -202,6 +206,7 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         "audit_sealing": journal_sealing(),
         "config_sha256": digest,
         "running": [daemon.as_json() for daemon in running],
+        "code": _code_json(stamp, code),
         "warnings": warnings,
     }
     if args.json:
@@ -219,6 +224,7 @@ def run(args: argparse.Namespace, paths: Paths) -> int:
         for warning in warnings:
             out(f"  warning: {warning}")
         _say_running(running)
+        _say_code(stamp, code)
         out(f"privilege mode: {mode}")
         sealing = info["audit_sealing"]
         out(f"audit trail: chained (`opsbot audit --verify`); journal sealing: {sealing}")
@@ -262,3 +268,43 @@ def _say_running(running: list[Running]) -> None:
         if daemon.action:
             for line in textwrap.wrap(f"do: {daemon.action}", 96, subsequent_indent="    "):
                 out(f"    {line}")
+
+
+def installed_code(
+    read: Callable[[], Stamp | None] = read_stamp,
+) -> tuple[Stamp | None, list[DaemonCode], list[str]]:
+    """The code the install recorded (None: not recorded, e.g. a checkout's editable
+    install) and each daemon against it; a warning for a stamp that cannot be read."""
+    try:
+        stamp = read()
+    except StoreError as exc:
+        return None, [], [f"{exc.message}: {exc.hint}" if exc.hint else exc.message]
+    return stamp, daemons_code(stamp) if stamp is not None else [], []
+
+
+def _code_json(stamp: Stamp | None, code: list[DaemonCode]) -> dict[str, Any] | None:
+    if stamp is None:
+        return None
+    return {
+        "version": stamp.version,
+        "sha256": stamp.sha256,
+        "recorded_at": stamp.recorded_at.isoformat(),
+        "daemons": [daemon.as_json() for daemon in code],
+    }
+
+
+def _say_code(stamp: Stamp | None, code: list[DaemonCode]) -> None:
+    """The installed code, and each daemon that runs an older one with what to run."""
+    if stamp is None:
+        return
+    recorded = stamp.recorded_at.strftime("%Y-%m-%d %H:%M UTC")
+    out(f"installed code: opsbot {stamp.version} (sha256 {stamp.sha256[:12]}), {recorded}")
+    for daemon in code:
+        if daemon.status not in ("older", "unknown"):
+            continue
+        name = daemon.unit.removesuffix(".service")
+        said = f"{name}: {daemon.detail}" if daemon.detail else f"{name}: {daemon.status}"
+        for line in textwrap.wrap(said, 98, subsequent_indent="    "):
+            out(f"  {line}")
+        if daemon.action:
+            out(f"    do: `{daemon.action}`")

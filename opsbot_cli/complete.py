@@ -11,7 +11,8 @@ completion never drifts from ``--help``:
   a value (nothing for a free value); for a positional argument its choices, the plan ids
   for an ``ID`` (dest ``plan_id``: the executor's list, what ``opsbot plans`` reads) and
   the units of the diagnosis scope for a ``UNIT`` (dest ``unit``: diagnose_svc/scope.py,
-  run as ``python -m diagnose_svc.scope_units``, since the console may not import it).
+  run as ``python -m diagnose_svc.scope_units``, since the console may not import it);
+* after ``help``: the commands, then the named command's sub-commands or verbs.
 
 Read-only, bounded by :data:`DEADLINE` seconds, and silent: whatever goes wrong (no socket,
 not an operator, a bad config, a hung daemon) offers nothing and exits 0, never a
@@ -36,6 +37,8 @@ DEADLINE = 5
 #: Positional arguments completed from the host, by their dest in the parser.
 PLAN_ID = "plan_id"
 UNIT = "unit"
+#: ``opsbot help`` completes the commands, then the named one's verbs (opsbot_cli/help.py).
+HELP = "help"
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -115,7 +118,11 @@ def candidates(words: Sequence[str]) -> list[str]:
         own = commands[command]
         given = before[before.index(command) + 1 :]
         value_of = _takes_value(own, given[-1]) if given else None
-        if value_of is not None:
+        if command == HELP and not current.startswith("-"):
+            from opsbot_cli.help import next_words
+
+            found = next_words([word for word in given if not word.startswith("-")])
+        elif value_of is not None:
             found = _values(value_of, current)
         elif current.startswith("-"):
             found = _options(own)

@@ -17,6 +17,8 @@
                                   approve a plan; (root) report, pause, resume them all
     opsbot polkit-rule [--write]  the polkit rule generated from the policy
     opsbot firewall [--write]     IP filters and the page's socket, from the config
+    opsbot notify test [CHANNEL]  (root) a test message on the channels, and their answers
+    opsbot help [VERB]            a command's help, as `opsbot VERB --help` prints it
 
 Errors are an ``opsbot: error:`` message on stderr (and an ``opsbot: hint:`` saying what
 to do), each folded to 100 columns (opsbot_cli/say.py), and a non-zero exit status, for
@@ -120,6 +122,14 @@ COMMANDS = (
         "opsbot_cli.firewall",
         "print (or --write) the IP filters of opsbot-web and opsbot-notify, and where the "
         "page listens, from the config",
+    ),
+    Command(
+        "notify",
+        "opsbot_cli.notify",
+        "(root) send a test message to a notification channel, or to each, and say its answer",
+    ),
+    Command(
+        "help", "opsbot_cli.help", "print a command's help, the same as `opsbot COMMAND --help`"
     ),
 )
 

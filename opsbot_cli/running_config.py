@@ -2,11 +2,13 @@
 
 The executor, the diagnosis service and the approver read opsbot.toml again before an
 answer whenever it changed (shared_io.live_config), keep the one read before when a new
-file does not load, and read a few keys only at start; the page reads the file only at
-start and tells the approver its digest with each relay. Each is asked over its own
-socket (``config``), and only if systemd says it runs: asking a socket-activated daemon
-that does not run would start it, and one that does not run reads the file when it next
-starts. What to run is said with each daemon that runs an older file."""
+file does not load, and read a few keys only at start; the page reads the file at start
+and on ``systemctl reload`` (web_svc/reload.py) and says which it has in force in its
+systemd status (a page of an older version only tells the approver, with each relay).
+Each is asked over its own socket (``config``), and only if systemd says it runs: asking
+a socket-activated daemon that does not run would start it, and one that does not run
+reads the file when it next starts. What to run is said with each daemon that runs an
+older file."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from shared_io.errors import SocketUnavailable, UnitStateError
 from shared_io.paths import Paths, approver_socket_path
 from shared_io.unit_show import show
 from shared_schema.approver_socket import ConfigQuery, ConfigShown, Refused, parse_approver_reply
-from shared_schema.config_state import ConfigState
+from shared_schema.config_state import ConfigState, parse_page_status
 from shared_schema.diagnose_socket import (
     ConfigMessage,
     ConfigQuery as DiagnoseConfigQuery,
@@ -132,10 +134,23 @@ def _ask_approver() -> ConfigShown | str:
 Ask = Callable[[], "ConfigState | str"]
 
 
+def status_text(unit: str) -> str:
+    """``unit``'s status as it told systemd (sd_notify STATUS=; "" when it cannot say)."""
+    try:
+        [props] = show([unit], ("StatusText",), timeout=TIMEOUT)
+    except UnitStateError:
+        return ""
+    return props.get("StatusText", "")
+
+
 def running_configs(
-    paths: Paths, digest: str, running: Callable[[str], bool | None] = is_running
+    paths: Paths,
+    digest: str,
+    running: Callable[[str], bool | None] = is_running,
+    status: Callable[[str], str] = status_text,
 ) -> list[Running]:
-    """Each daemon's config against the file's ``digest``, in a fixed order."""
+    """Each daemon's config against the file's ``digest``, in a fixed order (the page's
+    from its ``status``)."""
     asks: list[tuple[str, Ask]] = [
         ("opsbot-executor.service", lambda: _ask_executor(paths)),
         ("opsbot-diagnose.service", lambda: _ask_diagnose(paths)),
@@ -143,6 +158,7 @@ def running_configs(
     if os.geteuid() == 0:
         asks.append(("opsbot-approver.service", _ask_approver))
     found: list[Running] = []
+    relayed: ConfigShown | None = None
     for unit, ask in asks:
         up = running(unit)
         if up is None:
@@ -161,15 +177,52 @@ def running_configs(
             continue
         found.append(_judge(unit, state, digest))
         if isinstance(state, ConfigShown):
-            found.extend(_web(state, digest, running))
-    return found
+            relayed = state
+    return found + _web(relayed, digest, running, status)
 
 
-def _web(state: ConfigShown, digest: str, running: Callable[[str], bool | None]) -> list[Running]:
-    """The page, as it told the approver with its last relay (it reads the file only at
-    start: a restart takes an edit)."""
-    unit = "opsbot-web.service"
-    if state.web_digest is None or state.web_seen_at is None or not running(unit):
+WEB = "opsbot-web.service"
+
+
+def web_running(said: str, digest: str) -> Running | None:
+    """The page as its systemd status says (None: a status that does not say)."""
+    page = parse_page_status(said)
+    if page is None:
+        return None
+    page_digest, reload_failed = page
+    if page_digest == digest:
+        return Running(WEB, "current")
+    if reload_failed:
+        return Running(
+            WEB,
+            "older",
+            f"keeps the file read before (sha256 {page_digest[:12]}): the newer one did not "
+            "load (`journalctl -u opsbot-web` says why)",
+            f"fix the file, then `{RELOAD} {WEB}`",
+        )
+    return Running(
+        WEB,
+        "older",
+        f"runs sha256 {page_digest[:12]}, the file is {digest[:12]}",
+        f"`{RELOAD} {WEB}`",
+    )
+
+
+def _web(
+    state: ConfigShown | None,
+    digest: str,
+    running: Callable[[str], bool | None],
+    status: Callable[[str], str],
+) -> list[Running]:
+    """The page, as its systemd status says, or (a page of an older version) as it told
+    root's approver with its last relay."""
+    unit = WEB
+    if not running(unit):
+        return []
+    said = web_running(status(unit), digest)
+    if said is not None:
+        return [said]
+    if state is None or state.web_digest is None or state.web_seen_at is None:
         return []
     if state.web_digest == digest:
         return [Running(unit, "current")]
@@ -184,4 +237,4 @@ def _web(state: ConfigShown, digest: str, running: Callable[[str], bool | None])
     ]
 
 
-__all__ = ["Running", "is_running", "running_configs"]
+__all__ = ["Running", "is_running", "running_configs", "status_text", "web_running"]

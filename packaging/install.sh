@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install opsbot on a host run by systemd, as an operator would:
 #   sudo packaging/install.sh [--venv DIR] [--offline | --wheelhouse DIR] [--no-pip] [--enable]
-#                             [--without-polkit]
+#                             [--without-polkit] [--apply-wait SECONDS]
+#   sudo packaging/install.sh --uninstall [--purge] [--venv DIR] [--apply-wait SECONDS]
 # - a virtualenv (Debian's python3) with opsbot and its dependencies,
 # - units in /etc/systemd/system, users and groups (systemd-sysusers),
 #   directories (systemd-tmpfiles --create), /etc/opsbot/opsbot.toml if absent,
@@ -17,6 +18,12 @@
 # copy the wheel installs, it takes the units and files from <venv>/share/opsbot).
 # --without-polkit: for hosts without polkit, run the executor and apply as root with an
 # empty capability set (drop-ins from units/without-polkit/; state owned by root).
+# Run again over an install (an upgrade), it keeps the config, secrets, plans, approvals
+# and the audit trail; an apply that runs finishes first (it waits up to --apply-wait
+# seconds, 600, and changes nothing past that), and it restarts each daemon whose code
+# changed and names it (packaging/apply-hold.sh, python -m shared_io.code_stamp).
+# --uninstall [--purge]: packaging/uninstall.sh, see its --help (config and state stay
+# unless --purge).
 set -euo pipefail
 
 venv=/opt/opsbot/venv
@@ -25,6 +32,10 @@ no_pip=0
 enable=0
 without_polkit=0
 wheelhouse=""
+apply_wait=600
+for arg in "$@"; do
+    [ "$arg" != --uninstall ] || exec bash "$(dirname "$0")/uninstall.sh" "$@"
+done
 while [ $# -gt 0 ]; do
     case "$1" in
         --venv) venv=$2; shift 2 ;;
@@ -35,7 +46,11 @@ while [ $# -gt 0 ]; do
         --no-pip) no_pip=1; shift ;;
         --enable) enable=1; shift ;;
         --without-polkit) without_polkit=1; shift ;;
-        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        --apply-wait)
+            [ $# -ge 2 ] || { echo "install.sh: --apply-wait needs SECONDS" >&2; exit 2; }
+            apply_wait=$2; shift 2 ;;
+        --purge) echo "install.sh: --purge goes with --uninstall (see --help)" >&2; exit 2 ;;
+        -h|--help) sed -n '2,/^set -euo pipefail/{/^set -euo/d;p}' "$0"; exit 0 ;;
         *) echo "install.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -56,6 +71,17 @@ fi
 src=$(cd "$(dirname "$0")/.." && pwd)
 
 step() { printf '==> %s\n' "$*"; }
+build=""
+cleanup() {
+    [ -z "$build" ] || rm -rf "$build"
+    bash "$src/packaging/apply-hold.sh" release
+}
+trap cleanup EXIT
+# Over an install (an upgrade): no apply starts while the code is replaced, and one that
+# runs finishes first (bounded by --apply-wait; past it, exit 1 with nothing changed).
+if [ -e /etc/systemd/system/opsbot-apply.service ]; then
+    bash "$src/packaging/apply-hold.sh" hold "$apply_wait"
+fi
 
 if [ "$no_pip" = 1 ]; then
     [ -x "$venv/bin/opsbot" ] || {
@@ -68,10 +94,11 @@ else
     if [ ! -x "$venv/bin/python" ]; then
         step "creating $venv"
         /usr/bin/python3 -m venv "$venv"
+        # packaging/uninstall.sh removes a venv made here, and only opsbot from any other.
+        touch "$venv/.made-by-opsbot-install"
     fi
     # pip builds in the source tree; build from a copy so a read-only checkout works.
     build=$(mktemp -d)
-    trap 'rm -rf "$build"' EXIT
     # Caches and a mutation run's copy are not the product (and change while a linter or
     # mutmut runs in the checkout: tar would fail "file changed as we read it").
     tar -C "$src" --exclude=.git --exclude='*.egg-info' --exclude=build \
@@ -167,8 +194,10 @@ if [ -x "$venv/bin/argparse-manpage" ]; then
     install -d -m 0755 "$man8"
     bash "$src/packaging/opsbot-manpage.sh" "$venv" "$man8/opsbot.8"
     chmod 0644 "$man8/opsbot.8"
+    # `man -k opsbot` and whatis read mandb's index: update it as man-db's own trigger
+    # does (`mandb /usr/local/share/man`, naming the tree, indexed nothing new).
     if command -v mandb >/dev/null; then
-        mandb --quiet /usr/local/share/man >/dev/null 2>&1 || true
+        mandb --quiet >/dev/null 2>&1 || true
     fi
 else
     step "no argparse-manpage in $venv, so no man page: install.sh without --offline adds it"
@@ -192,4 +221,16 @@ else
 fi
 # The IP filters of opsbot-web and opsbot-notify, from [web] and [notify].
 "$venv/bin/opsbot" firewall --write >/dev/null
+# The code as installed now, each part's sha256 and when it changed, in the venv
+# (shared_io/code_stamp.py); then each daemon that started before its code changed is
+# restarted and named (an upgrade), so that no old code runs on unnoticed.
+"$venv/bin/python" -I -m shared_io.code_stamp record | sed 's/^/==> /'
+stale=$("$venv/bin/python" -I -m shared_io.code_stamp stale)
+if [ -n "$stale" ]; then
+    step "restarting what ran the old code: $(echo "$stale" | xargs)"
+    # shellcheck disable=SC2086  # unit names, one a line
+    systemctl restart $stale
+else
+    step "no opsbot daemon runs older code"
+fi
 "$venv/bin/opsbot" check-config || true

@@ -114,6 +114,7 @@ def _said(
             mismatch = precondition_mismatch(plan, live.read)
             if mismatch:
                 return would(f"would become STALE: {mismatch}", "stale")
-            return would(f"would run {len(argv)} step(s) (dry run: nothing was run)")
+            steps = f"{len(argv)} step{'' if len(argv) == 1 else 's'}"
+            return would(f"would run {steps} (dry run: nothing was run)")
         case _:
             assert_never(decision)

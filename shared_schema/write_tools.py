@@ -32,6 +32,9 @@ class WriteTool:
     verb: str
     leaves: Leaves
     summary: str
+    #: What it does to UNIT, said before the unit's name ("Restart" app.service): the
+    #: approval page's headline.
+    action: str
 
     @property
     def model_name(self) -> str:
@@ -40,15 +43,18 @@ class WriteTool:
 
 
 WRITE_TOOL_TABLE: tuple[WriteTool, ...] = (
-    WriteTool("restart_unit", "restart", "active", "stop the unit and start it again"),
-    WriteTool("reload_unit", "reload", "active", "ask the running unit to reload its config"),
-    WriteTool("start_unit", "start", "active", "start a unit that is not running"),
-    WriteTool("stop_unit", "stop", "inactive", "stop a running unit"),
+    WriteTool("restart_unit", "restart", "active", "stop the unit and start it again", "Restart"),
+    WriteTool(
+        "reload_unit", "reload", "active", "ask the running unit to reload its config", "Reload"
+    ),
+    WriteTool("start_unit", "start", "active", "start a unit that is not running", "Start"),
+    WriteTool("stop_unit", "stop", "inactive", "stop a running unit", "Stop"),
     WriteTool(
         "reset_failed_unit",
         "reset-failed",
         "not-failed",
         "clear a unit's failed state and its start-limit counter",
+        "Clear the failed state of",
     ),
 )
 

@@ -278,8 +278,9 @@ class BootedSystemd:
 
     Use as a context manager (or call :meth:`start` and :meth:`close`).  ``bind`` and
     ``bind_ro`` take extra ``(host_path, container_path)`` pairs, passed to nspawn as
-    ``--bind=``/``--bind-ro=``; the repository root is always bound read-only at
-    :data:`REPO_MOUNT`.  ``network_namespace`` (a path such as ``/run/netns/NAME``) puts the
+    ``--bind=``/``--bind-ro=``; the repository root is bound read-only at
+    :data:`REPO_MOUNT` (not with ``mount_repo=False``: a test of what a package alone
+    installs).  ``network_namespace`` (a path such as ``/run/netns/NAME``) puts the
     container in a network namespace the test made, instead of a private one with only
     loopback; ``hostname`` is written to its /etc/hostname before it boots.
     """
@@ -293,6 +294,7 @@ class BootedSystemd:
         machine: str | None = None,
         network_namespace: str | os.PathLike[str] | None = None,
         hostname: str | None = None,
+        mount_repo: bool = True,
     ) -> None:
         self.machine = machine or f"opsbot-bench-{uuid.uuid4().hex[:8]}"
         #: A network namespace the test made (``/run/netns/NAME``) instead of a private one.
@@ -300,7 +302,8 @@ class BootedSystemd:
         #: Written to the container's /etc/hostname before it boots.
         self.hostname = hostname
         self.boot_timeout = boot_timeout
-        self._binds = [("--bind", str(h), c) for h, c in bind]
+        self._binds = [("--bind-ro", str(REPO_ROOT), REPO_MOUNT)] if mount_repo else []
+        self._binds += [("--bind", str(h), c) for h, c in bind]
         self._binds += [("--bind-ro", str(h), c) for h, c in bind_ro]
         self._tmp: Path | None = None
         self._root: Path | None = None
@@ -392,7 +395,6 @@ class BootedSystemd:
             "--console=read-only",
             f"--machine={self.machine}",
             f"--directory={self.root}",
-            f"--bind-ro={REPO_ROOT}:{REPO_MOUNT}",
             *(f"{opt}={host}:{dest}" for opt, host, dest in self._binds),
             "--boot",
         ]

@@ -10,6 +10,7 @@ plan's sha256) is the approver's; this unit only shows, relays and protects itse
     guard      the ASGI middleware: rate limits, the body cap, security headers
     limits     token buckets and the source address a limit counts against
     protocol   uvicorn's h11 protocol with connection limits and header/body deadlines
+    reload     ``systemctl reload``: the config read again, or the page stopped for a new one
     main       ``opsbot-web``: the socket from systemd, the config, the server
 """
 

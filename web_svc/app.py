@@ -25,6 +25,7 @@ import shlex
 import time
 from base64 import b64encode
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from importlib.resources import files
@@ -57,7 +58,7 @@ from shared_schema.escape import printable
 from web_svc.approver import ApproverClient
 from web_svc.guard import Client, Guard
 from web_svc.limits import Clock, RateLimiter
-from web_svc.words import SETTLED, STATE_WORDS, exact, relayed, time_element
+from web_svc.words import SETTLED, STATE_WORDS, exact, headline, relayed, time_element
 
 log = structlog.get_logger("opsbot.web")
 
@@ -120,12 +121,22 @@ def _environment() -> jinja2.Environment:
         finalize=_shown,
     )
     env.filters["shell"] = shlex.join
+    env.filters["shell_words"] = lambda argv: [shlex.quote(arg) for arg in argv]
     env.globals.update(style=STYLE, exact=exact)
     return env
 
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Typed:
+    """What the approver typed that the form shows again after a refusal: the
+    confirmation (unless it was the wrong one) and the reason; never the code."""
+
+    confirm: str = ""
+    reason: str = ""
 
 
 class Pages:
@@ -161,8 +172,15 @@ class Pages:
         )
 
     def form(
-        self, request: Request, viewed: Viewed, status: int = 200, message: str = ""
+        self,
+        request: Request,
+        viewed: Viewed,
+        status: int = 200,
+        message: str = "",
+        typed: Typed | None = None,
     ) -> HTMLResponse:
+        """The plan and its form; after a refusal, ``message`` beside the code field and
+        what the approver ``typed`` (but the code) in its fields again."""
         csrf = request.cookies.get(CSRF_COOKIE, "")
         if not CSRF_PATTERN.fullmatch(csrf):
             csrf = secrets.token_urlsafe(32)
@@ -170,6 +188,8 @@ class Pages:
             "plan.html",
             status,
             plan=viewed.plan,
+            headline=headline(viewed.plan.steps, viewed.plan.host),
+            typed=typed or Typed(),
             approver=viewed.approver,
             decision=viewed.decision,
             verb="Approve" if viewed.decision == "approve" else "Reject",
@@ -258,16 +278,20 @@ class Pages:
             )
         code = form.get("code")
         reason = form.get("reason") or ""
-        if not isinstance(reason, str) or len(reason) > MAX_REASON:
-            return await self.again(
-                request, token, f"The reason is {MAX_REASON} characters at most."
-            )
-        if not isinstance(code, str) or not CODE_PATTERN.fullmatch(code.strip()):
-            return await self.again(request, token, "The code is the 6 digits your app shows.")
         confirm = form.get("confirm")
         confirm = confirm.strip().upper() if isinstance(confirm, str) else ""
+        typed = Typed(confirm if CONFIRM.fullmatch(confirm) else "")
+        if not isinstance(reason, str) or len(reason) > MAX_REASON:
+            return await self.again(
+                request, token, f"The reason is {MAX_REASON} characters at most.", typed
+            )
+        typed = Typed(typed.confirm, reason)
+        if not isinstance(code, str) or not CODE_PATTERN.fullmatch(code.strip()):
+            return await self.again(
+                request, token, "The code is the 6 digits your app shows.", typed
+            )
         if not CONFIRM.fullmatch(confirm):
-            return await self.again(request, token, CONFIRM_HELP)
+            return await self.again(request, token, CONFIRM_HELP, typed)
         try:
             reply = await self.approver.decide(token, code.strip(), confirm, reason, who.source)
         except SocketUnavailable as exc:
@@ -276,7 +300,10 @@ class Pages:
             log.info("web.decide_refused", kind=reply.kind, source=who.source)
             if reply.kind == "code":
                 return await self.again(
-                    request, token, "That code is wrong or was used already. Try the next one."
+                    request,
+                    token,
+                    "That code is wrong or was used already. Try the next one.",
+                    typed,
                 )
             if reply.kind == "confirm":
                 return await self.again(
@@ -284,20 +311,23 @@ class Pages:
                     token,
                     "That confirmation is not the one beside this link in your message. "
                     "Type the next code with the four characters shown beside this link.",
+                    Typed(reason=reason),
                 )
             return self.refusal(reply)
         return self.done(reply, who, token)
 
-    async def again(self, request: Request, token: str, message: str) -> Response:
-        """The form once more, with ``message`` (the approver is asked to view again, so
-        the page shows the plan as it is now)."""
+    async def again(
+        self, request: Request, token: str, message: str, typed: Typed | None = None
+    ) -> Response:
+        """The form once more, with ``message`` and what was ``typed`` (the approver is
+        asked to view again, so the page shows the plan as it is now)."""
         try:
             reply = await self.approver.view(token)
         except SocketUnavailable as exc:
             return self.unreachable(exc)
         if isinstance(reply, Refused):
             return self.refusal(reply)
-        return self.form(request, reply, 400, message)
+        return self.form(request, reply, 400, message, typed)
 
     def done(self, decided: Decided, who: Client, token: str) -> HTMLResponse:
         log.info(
@@ -358,10 +388,12 @@ def create_app(
     *,
     clock: Clock = time.monotonic,
     config_digest: str | None = None,
+    client: ApproverClient | None = None,
 ) -> Starlette:
-    """The page for ``settings``, asking the approver at ``approver_socket``; the rate
-    limits run on ``clock``."""
-    pages = Pages(ApproverClient(approver_socket, config_digest=config_digest))
+    """The page for ``settings``, asking the approver at ``approver_socket`` (through
+    ``client`` when given: the one a reload tells the new digest); the rate limits run on
+    ``clock``."""
+    pages = Pages(client or ApproverClient(approver_socket, config_digest=config_digest))
     limiter = RateLimiter(
         per_minute_per_source=settings.requests_per_minute_per_source,
         per_second=settings.requests_per_second,

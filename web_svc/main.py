@@ -13,9 +13,12 @@ counted in that one process.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
+import signal
 import socket
 import sys
+from collections.abc import Callable
 
 import structlog
 import uvicorn
@@ -27,9 +30,11 @@ from shared_io.config import load_with_digest
 from shared_io.errors import OpsbotError
 from shared_io.paths import config_path
 from shared_schema.config import WebSettings
+from shared_schema.config_state import page_status
 from web_svc.app import create_app
-from web_svc.approver import approver_socket
+from web_svc.approver import ApproverClient, approver_socket
 from web_svc.protocol import MAX_HEADER_BYTES, guarded_protocol
+from web_svc.reload import Reloader
 
 log = structlog.get_logger("opsbot.web")
 
@@ -38,11 +43,18 @@ KEEP_ALIVE_SECONDS = 5
 
 
 class Server(uvicorn.Server):
-    """uvicorn's server, telling systemd when it is ready and when it stops."""
+    """uvicorn's server, telling systemd when it is ready (and which file it has in force)
+    and when it stops; SIGHUP (``systemctl reload``) calls ``on_reload``."""
+
+    digest: str | None = None
+    on_reload: Callable[[], object] | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
-        notify("READY=1", "STATUS=serving the approval page")
+        if self.on_reload is not None:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.on_reload)
+        status = page_status(self.digest) if self.digest else "serving the approval page"
+        notify("READY=1", f"STATUS={status}")
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         notify("STOPPING=1")
@@ -159,8 +171,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"opsbot-web: {exc}", file=sys.stderr)
         return exc.exit_status
     log.info("web.started", listen=where(sock), approver=str(approver_socket()))
-    app = create_app(settings, approver_socket(), config_digest=digest)
-    build_server(settings, app).run(sockets=[sock])
+    client = ApproverClient(approver_socket(), config_digest=digest)
+    server = build_server(settings, create_app(settings, approver_socket(), client=client))
+    server.digest = digest
+
+    def stop() -> None:
+        server.should_exit = True
+
+    server.on_reload = Reloader(config_path(), settings, digest, client, stop)
+    server.run(sockets=[sock])
     return exit_codes.OK
 
 

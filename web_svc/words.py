@@ -1,4 +1,6 @@
-"""How the page says things to a person on a phone: a time as "in 14 min" or "3 min ago"
+"""How the page says things to a person on a phone: what a plan does, as its headline
+("Restart app.service on web1", from each step's argv as root's approver built it, never
+from the goal the model wrote); a time as "in 14 min" or "3 min ago"
 inside ``<time datetime=... title=...>`` (the exact time and its zone stay in the
 element), a plan's state in words, and the text root's approver relays (a refusal's
 reason, a state change's reason) escaped, with its `inline code` as ``<code>`` and its
@@ -8,12 +10,16 @@ ISO times said like every other time on the page.
 from __future__ import annotations
 
 import re
+import shlex
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from markupsafe import Markup, escape
 
+from shared_schema.approver_socket import StepView
 from shared_schema.escape import printable
 from shared_schema.states import PlanState
+from shared_schema.write_tools import WRITE_TOOL_TABLE, WriteTool
 
 #: A relayed text's `inline code` and ISO 8601 times (as datetime.isoformat writes them).
 _RELAYED = re.compile(
@@ -42,6 +48,36 @@ SETTLED = frozenset(PlanState) - {
     PlanState.APPLYING,
     PlanState.APPLIED,
 }
+
+
+#: The write tools by the systemctl verb their argv carries.
+_BY_VERB: dict[str, WriteTool] = {tool.verb: tool for tool in WRITE_TOOL_TABLE}
+#: Steps named in a headline; the rest are counted.
+HEADLINE_STEPS = 2
+
+
+def step_action(step: StepView) -> str:
+    """``Restart app.service``: what the step does, from its argv (``systemctl VERB ...
+    UNIT``); an argv of no write tool is said as it runs."""
+    argv = step.argv
+    tool = _BY_VERB.get(argv[1]) if len(argv) > 1 and argv[0] == "systemctl" else None
+    if tool is None:
+        return f"Run {printable(shlex.join(argv))}"
+    return f"{tool.action} {printable(step.unit)}"
+
+
+def headline(steps: Sequence[StepView], host: str) -> str:
+    """The plan's headline: ``Restart app.service on web1``, ``Clear the failed state of
+    db.service, then start db.service on web1``, ``..., then 3 more steps on web1``."""
+    said = [step_action(step) for step in steps[:HEADLINE_STEPS]]
+    if not said:
+        return f"Nothing to run on {printable(host)}"
+    more = len(steps) - len(said)
+    if more:
+        said.append(f"{more} more step{'' if more == 1 else 's'}")
+    first, *then = said
+    words = ", then ".join([first, *(part[0].lower() + part[1:] for part in then)])
+    return f"{words} on {printable(host)}"
 
 
 def exact(moment: datetime) -> str:

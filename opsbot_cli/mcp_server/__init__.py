@@ -16,7 +16,11 @@ words; a terminal on stdin is a person, who is told how to configure a client in
 from __future__ import annotations
 
 import argparse
+import grp
+import os
+import pwd
 import sys
+from collections.abc import Iterable
 from importlib.metadata import PackageNotFoundError, requires, version
 
 # Imported here so that main.py configures logging (to the journal, or stderr) before the
@@ -91,9 +95,46 @@ def sdk_requirement() -> str:
     return "mcp"
 
 
+#: The group whose members read the whole journal, which plan_story reads (as `opsbot
+#: audit` does); install.sh grants it to no one.
+JOURNAL_GROUP = "systemd-journal"
+
+
+def journal_story(uid: int, groups: Iterable[str], user: str) -> tuple[bool, str]:
+    """Whether plan_story may read the journal as ``user`` (``uid``, in ``groups``), and
+    the line that says so, or how to grant it."""
+    if uid == 0:
+        return True, "plan_story reads the journal as root"
+    if JOURNAL_GROUP in groups:
+        return True, f"plan_story reads the journal (group {JOURNAL_GROUP})"
+    return False, (
+        f"plan_story needs group {JOURNAL_GROUP}, which {user} is not in: "
+        f"`sudo usermod -aG {JOURNAL_GROUP} {user}` (from the next login; the other tools "
+        "work without it)"
+    )
+
+
+def _own_groups() -> list[str]:
+    names = []
+    for gid in {os.getegid(), *os.getgroups()}:
+        try:
+            names.append(grp.getgrgid(gid).gr_name)
+        except KeyError:
+            continue
+    return names
+
+
+def _own_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
 def check(paths: Paths, as_json: bool) -> int:
     """``--check``: the executor asked as list_plans asks it (its error is the console's,
-    with its hint), then whether the SDK is installed."""
+    with its hint), then whether the SDK is installed; and whether plan_story may read
+    the journal (said, not an error: the other three tools work without it)."""
     from opsbot_cli import wire
     from opsbot_cli.output import json_out
 
@@ -102,11 +143,21 @@ def check(paths: Paths, as_json: bool) -> int:
         sdk = version("mcp")
     except PackageNotFoundError as exc:
         raise missing_sdk() from exc
+    uid = os.geteuid()
+    story, story_line = journal_story(uid, _own_groups(), _own_name(uid))
     if as_json:
-        json_out({"executor_socket": str(paths.executor_socket), "answers": True, "mcp": sdk})
+        json_out(
+            {
+                "executor_socket": str(paths.executor_socket),
+                "answers": True,
+                "mcp": sdk,
+                "plan_story": story,
+            }
+        )
     else:
         print(f"the executor answers this user at {paths.executor_socket}")
         print(f"the MCP SDK {sdk} is installed: an agent client may start `opsbot mcp`")
+        print(story_line)
     return 0
 
 

@@ -43,7 +43,10 @@ def list_plans(paths: Paths, states: Sequence[str], limit: int) -> str:
     limit = max(1, min(limit, MOST_PLANS, wire.list_limits()[1]))
     shown, listing = plans.listed(paths, limit, wanted, None)
     total = listing.get("total")
-    return results.plans_result(shown, total if isinstance(total, int) else None, limit)
+    # The executor lists oldest first (ids are times), as `opsbot plans` prints them; the
+    # tool's description promises the newest first, where an agent reads first.
+    newest_first = shown[::-1]
+    return results.plans_result(newest_first, total if isinstance(total, int) else None, limit)
 
 
 def show_plan(paths: Paths, plan_id: str) -> str:

@@ -10,10 +10,12 @@ as a person would, and waits for the answer page. Prints one JSON object: ``plan
 visible text of the page the link opened), ``title``, and with a code ``answer`` (the
 visible text of the page after the click).
 
-With ``--phone`` the page is a phone's: a 412x915 viewport (CSS pixels, scale 1, a
+With ``--phone`` the page is a phone's: a 390x844 viewport (CSS pixels, scale 1, a
 mobile viewport), and ``rects`` holds, per page, where its parts are once it has settled
 (``getBoundingClientRect()`` of #goal, #host, #units, #argv, #code, #message, #follow, #state:
-top and bottom, with the viewport's size, ``scrollY`` and the focused element's id).
+top and bottom, with the viewport's size, ``scrollY`` and the focused element's id), its
+``headline`` (the h1's text), ``broken`` (each word of a step's argv that the screen
+splits over two lines) and ``confirm`` (the confirmation field's value, as shown).
 ``--wrong-code`` first sends that code, with the confirmation, and measures the page
 that answers (``wrong``) before the right code goes in. ``--follow`` presses the answer
 page's #follow link and waits up to SECONDS for the status view to settle (it stops
@@ -45,11 +47,11 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 WAIT = 20
 #: A phone's viewport in CSS pixels (a Pixel-sized Android phone's).
-PHONE = (412, 915)
+PHONE = (390, 844)
 MEASURED = ("goal", "host", "units", "argv", "code", "message", "follow", "state")
 #: Where each measured element is once the page has settled: two animation frames after
 #: load, so that anything that scrolls the page on load (autofocus) has done so.
-MEASURE = """
+MEASURE = r"""
 const done = arguments[arguments.length - 1];
 requestAnimationFrame(() => requestAnimationFrame(() => {
   const out = {width: innerWidth, height: innerHeight, scrollY: scrollY,
@@ -59,6 +61,23 @@ requestAnimationFrame(() => requestAnimationFrame(() => {
     if (found) {
       const r = found.getBoundingClientRect();
       out[id] = {top: r.top, bottom: r.bottom};
+    }
+  }
+  const h1 = document.querySelector("h1");
+  out.headline = h1 ? h1.textContent : "";
+  const confirm = document.getElementById("confirm");
+  out.confirm = confirm ? confirm.value : null;
+  out.broken = [];
+  for (const pre of document.querySelectorAll("pre.argv")) {
+    const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const word of node.data.matchAll(/\S+/g)) {
+        const range = document.createRange();
+        range.setStart(node, word.index);
+        range.setEnd(node, word.index + word[0].length);
+        const tops = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+        if (tops.size > 1) out.broken.push(word[0]);
+      }
     }
   }
   done(out);
@@ -121,7 +140,9 @@ class Visit:
         """Type into the form, press its button, and wait for the page that answers (a
         new document: its time origin is not the form's)."""
         before = self.driver.execute_script(ORIGIN)
-        self.driver.find_element(By.NAME, "confirm").send_keys(confirm)
+        field = self.driver.find_element(By.NAME, "confirm")
+        if not field.get_attribute("value"):  # a person types it only where it is not
+            field.send_keys(confirm)
         self.driver.find_element(By.NAME, "code").send_keys(code)
         if reason:
             self.driver.find_element(By.NAME, "reason").send_keys(reason)

@@ -313,7 +313,7 @@ def test_sudo_opsbot_apply_runs_the_step_as_the_executor_in_its_unit(ct: BootedS
         # 0, or 3 where another story's plan still waits for approval on this host.
         assert applied.returncode in (0, 3), applied
         assert f"{plan_id}  step 1 changed: systemctl restart --no-ask-password -- {WEB}" in shown
-        assert f"{plan_id}  APPLIED     1 step(s) ran" in shown
+        assert f"{plan_id}  APPLIED     1 step ran" in shown
         assert "VERIFIED" in shown
         assert invocation(ct, WEB) != before
         [finished] = entries(ct, since, f"PLAN_ID={plan_id}", "EVENT=step.finished")

@@ -1,7 +1,8 @@
 """An approver at their phone, played by a real browser (Debian's chromium, headless,
 driven by Selenium through Debian's chromedriver) inside the booted container, at a
-phone's 412x915: the link from the notification opens the plan page at what will change,
-on which host and why; a wrong code is said beside the code field; the TOTP code
+phone's 390x844: the link from the notification opens the plan page at what will change,
+on which host and why, under a headline that says the action, its argv broken between
+words only; a wrong code is said beside the code field, the confirmation kept; the TOTP code
 approves the plan, the answer says what was approved and links to a status view that
 follows the plan until it is VERIFIED. A visit without a click changes nothing; the used
 link is refused with a clear page. The screenshots are saved under build/.
@@ -26,7 +27,7 @@ from testbed.phone import PAGE, Phone, clean_slate, propose
 BUILD = Path(__file__).resolve().parents[2] / "build"
 SHOTS = "/srv/shots"
 #: The phone the page is looked at on (testbed/inside/browser.py --phone), CSS pixels.
-PHONE = (412, 915)
+PHONE = (390, 844)
 #: What will change, on which host, and why: on the first screen of the plan page.
 ON_TOP = ("goal", "units", "host")
 ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}")
@@ -75,10 +76,12 @@ def _off_screen(rects: dict[str, Any], ids: tuple[str, ...]) -> dict[str, Any]:
 
 
 def test_an_approver_approves_on_a_phone_and_follows_the_plan(phone: Phone) -> None:
-    """alice opens her link on her phone (chromium at 412x915). The page opens at its
-    top: the plan's goal, units and host are on the first screen, not scrolled away to
-    the form. She mistypes the code: the error stands beside the code field, on that
-    same first screen with the goal, units and host. With her next code the plan is
+    """alice opens her link on her phone (chromium at 390x844). The page opens at its
+    top: its headline says the action and the host ("Restart demo-web.service on ..."),
+    the plan's goal, units and host are on the first screen, not scrolled away to the
+    form, and no word of the argv is split over two lines. She mistypes the code: the
+    error stands beside the code field, on that same first screen with the goal, units
+    and host, and the confirmation she typed is still in its field. With her next code the plan is
     approved; the answer names its goal, units and argv and links to the status view,
     which she follows until it says VERIFIED. Her link, opened again, says it was used,
     in words (no raw ISO time, no backticks). Screenshots: build/phone-*.png; the
@@ -115,6 +118,9 @@ def test_an_approver_approves_on_a_phone_and_follows_the_plan(phone: Phone) -> N
         assert (rects[page]["width"], rects[page]["height"]) == PHONE, rects[page]
     # The page as the link opens it, and after a wrong code.
     assert not _off_screen(rects["plan"], ON_TOP), rects["plan"]
+    assert rects["plan"]["headline"] == f"Restart demo-web.service on {notice['host']}"
+    assert rects["plan"]["broken"] == [], rects["plan"]  # e.g. --no-ask-passwo|rd
+    assert rects["wrong"]["confirm"] == phone.confirm_for(url), rects["wrong"]
     assert not _off_screen(rects["wrong"], (*ON_TOP, "message")), rects["wrong"]
     code, message = rects["wrong"]["code"], rects["wrong"]["message"]
     assert 0 <= message["top"] - code["bottom"] < 40, rects["wrong"]  # beside the code field

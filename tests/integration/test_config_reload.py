@@ -22,7 +22,9 @@ WIDER = TEST_CONFIG.replace(
     'restart_unit = ["demo-web.service", "demo-db.service"]',
     f'restart_unit = ["demo-web.service", "demo-db.service", "{NEW}"]',
 )
-DAEMONS = ("opsbot-executor.service", "opsbot-diagnose.service")
+DAEMONS = ("opsbot-executor.service", "opsbot-diagnose.service", "opsbot-web.service")
+#: A link the page relays to the approver (which knows no such token): it starts the page.
+LINK = "http://127.0.0.1:8750/p/" + "A" * 22
 
 
 def reload_as_readme_says(ct: BootedSystemd) -> list[subprocess.CompletedProcess[str]]:
@@ -30,13 +32,20 @@ def reload_as_readme_says(ct: BootedSystemd) -> list[subprocess.CompletedProcess
     return [ct.run(argv, check=False) for argv in commands(block("reload-commands"))]
 
 
-def running(ct: BootedSystemd) -> None:
-    """Both daemons running (each is socket-activated and exits when idle)."""
+def running(ct: BootedSystemd) -> str:
+    """The daemons and the approval page running (each is socket-activated; the daemons
+    exit when idle): the page's main pid."""
     opsbot(ct, "plans")
     opsbot(ct, "diagnose", "demo-web", user="olivia")
+    ct.run(["curl", "-s", "-o", "/dev/null", "--max-time", "10", LINK], check=False)
     for unit in DAEMONS:
         state = ct.systemctl("show", "-P", "ActiveState", unit).stdout.strip()
         assert state == "active", f"{unit} is {state}"
+    return page_pid(ct)
+
+
+def page_pid(ct: BootedSystemd) -> str:
+    return ct.systemctl("show", "-P", "MainPID", "opsbot-web.service").stdout.strip()
 
 
 @pytest.fixture
@@ -52,12 +61,13 @@ def restored(opsbot: BootedSystemd) -> Iterator[BootedSystemd]:
 def test_a_unit_added_to_the_allowlist_is_diagnosed_and_planned_after_the_reload(
     restored: BootedSystemd,
 ) -> None:
-    """With both daemons running on the old file, demo-other is out of the diagnosis's
-    scope and a plan for it is sent back; after the edit and README's reload lines,
-    check-config says every running daemon has this file, and the next diagnosis and
-    the next plan for demo-other go through."""
+    """With both daemons and the approval page running on the old file, demo-other is out
+    of the diagnosis's scope and a plan for it is sent back; after the edit and README's
+    reload lines, check-config says every running daemon, the page too (reloaded, not
+    restarted), has this file, and the next diagnosis and the next plan for demo-other go
+    through."""
     ct = restored
-    running(ct)
+    page = running(ct)
     before = opsbot(ct, "diagnose", NEW, user="olivia", check=False)
     assert before.returncode == 5, before.stderr
     assert submit(ct, restart_plan(NEW))["verdict"] == "REVISE"
@@ -68,6 +78,8 @@ def test_a_unit_added_to_the_allowlist_is_diagnosed_and_planned_after_the_reload
     seen = {daemon["unit"]: daemon["status"] for daemon in checked["running"]}
     assert seen["opsbot-executor.service"] == "current", checked["running"]
     assert seen["opsbot-diagnose.service"] == "current", checked["running"]
+    assert seen["opsbot-web.service"] == "current", checked["running"]
+    assert page_pid(ct) == page, "the page was restarted, not reloaded"
     assert "running daemons:" in reloaded[-1].stdout, reloaded[-1].stdout
     after = opsbot(ct, "diagnose", NEW, user="olivia", check=False)
     assert after.returncode in (0, 3, 4), after.stderr  # a verdict, not a refusal
@@ -80,9 +92,10 @@ def test_a_unit_added_to_the_allowlist_is_diagnosed_and_planned_after_the_reload
 def test_a_broken_edit_keeps_the_file_read_before_and_says_why(restored: BootedSystemd) -> None:
     """A key typo saved while the daemons run: after README's reload lines the executor
     still accepts a plan the old file allows, its journal names the key, and check-config
-    fails naming the file, line and key; the fixed file is taken again."""
+    fails naming the file, line and key; the page goes on serving the file read before,
+    and says so in its status and journal; the fixed file is taken again."""
     ct = restored
-    running(ct)
+    page = running(ct)
     since = ct.run(["date", "+%Y-%m-%d %H:%M:%S"]).stdout.strip()
     ct.write_file(CONFIG, TEST_CONFIG.replace("settle_seconds = 3", "setle_seconds = 3"))
     reloaded = reload_as_readme_says(ct)
@@ -93,6 +106,11 @@ def test_a_broken_edit_keeps_the_file_read_before_and_says_why(restored: BootedS
     assert reply["verdict"] == "ACCEPT", reply
     journal = ct.journal("-u", "opsbot-executor.service", "--since", since, "-o", "cat")
     assert "config.reload_failed" in journal and "setle_seconds" in journal, journal[-2000:]
+    assert page_pid(ct) == page, "the page stopped on a broken file"
+    web = ct.journal("-u", "opsbot-web.service", "--since", since, "-o", "cat")
+    assert "config.reload_failed" in web and "setle_seconds" in web, web[-2000:]
+    status = ct.systemctl("show", "-P", "StatusText", "opsbot-web.service").stdout
+    assert "(a newer file did not load)" in status, status
     opsbot(ct, "reject", str(reply["plan_id"]), "--reason", "test over")
     ct.write_file(CONFIG, TEST_CONFIG)
     assert reload_as_readme_says(ct)[-1].returncode in (0, 1)

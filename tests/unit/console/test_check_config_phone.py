@@ -7,7 +7,10 @@ import tomllib
 from pathlib import Path
 
 from opsbot_cli.check_config import check_approval_path
+from opsbot_cli.running_config import Running, running_configs
+from shared_io.paths import Paths
 from shared_schema import OpsbotConfig
+from shared_schema.config_state import page_status
 
 CONFIG = """
 [notify]
@@ -131,3 +134,27 @@ notify = ["room", "phone-tg", "topic"]
     (tmp_path / "notify" / "phone-tg").write_text("tgram://BOT_TOKEN/CHAT_ID\n")
     said = _warnings(tmp_path, text)
     assert not any("channel room" in w or "channel phone-tg" in w for w in said), said
+
+
+def test_check_config_reads_the_page_s_file_from_its_status(tmp_path: Path) -> None:
+    """The page says in its systemd status which file it has in force (at start and after
+    each reload): check-config counts it current after README's reload line took the
+    edit, before any relay; older, with the reload to run, while it runs another file; and
+    when the edit did not load, it says the page keeps the file read before."""
+    paths = Paths.from_env({"OPSBOT_SOCKET": str(tmp_path / "executor.sock")})
+    old, new = "a" * 64, "b" * 64
+
+    def page(status: str) -> list[Running]:
+        found = running_configs(
+            paths, new, running=lambda unit: unit == "opsbot-web.service", status=lambda u: status
+        )
+        return [daemon for daemon in found if daemon.unit == "opsbot-web.service"]
+
+    assert page(page_status(new)) == [Running("opsbot-web.service", "current")]
+    [older] = page(page_status(old))
+    assert older.status == "older" and old[:12] in older.detail
+    assert older.action == "`sudo systemctl try-reload-or-restart opsbot-web.service`"
+    [kept] = page(page_status(old, reload_failed=True))
+    assert kept.status == "older" and "did not load" in kept.detail
+    assert kept.action.startswith("fix the file")
+    assert page("serving the approval page") == []  # an older page, no relay yet

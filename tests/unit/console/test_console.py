@@ -259,7 +259,7 @@ def test_apply_dry_run_prints_what_would_run(
     approved(store, approvals_dir, record, at=utcnow())
     assert main(["apply", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert f"{record.plan_id}  APPROVED    would run 1 step(s) (dry run: nothing was run)" in out
+    assert f"{record.plan_id}  APPROVED    would run 1 step (dry run: nothing was run)" in out
     assert "  1. systemctl restart --no-ask-password -- nginx.service" in out
     assert "     -> restart nginx.service: stop the unit and start it again" in out
     assert store.status(record.plan_id).state is PlanState.APPROVED

@@ -45,6 +45,19 @@ def test_a_free_value_and_a_finished_command_line_offer_nothing() -> None:
     assert candidates(["plans", ""]) == []
 
 
+def test_after_help_it_offers_the_commands_then_the_named_one_s_verbs() -> None:
+    """``opsbot help <TAB>`` offers every command, ``opsbot help po<TAB>`` the two that
+    start so, ``opsbot help policy <TAB>`` policy's verbs, and nothing follows a verb, a
+    command without verbs or a name opsbot does not know."""
+    assert candidates(["help", ""]) == [c.name for c in COMMANDS]
+    assert candidates(["help", "po"]) == ["policy", "polkit-rule"]
+    assert candidates(["help", "policy", ""]) == ["check", "test", "report", "pause", "resume"]
+    assert candidates(["help", "approvers", "a"]) == ["add"]
+    assert candidates(["help", "policy", "test", ""]) == []
+    assert candidates(["help", "plans", ""]) == []
+    assert candidates(["help", "no-such-verb", ""]) == []
+
+
 def test_plan_ids_without_an_executor_offer_nothing_silently(tmp_path: Path) -> None:
     """With no executor listening, ``opsbot show <TAB>`` prints nothing at all (no
     error line, no traceback on the operator's prompt) and exits 0."""

@@ -58,6 +58,9 @@ EVERY_VERB = {
     "polkit-rule --write": ["polkit-rule", "--write"],
     "firewall": ["firewall"],
     "firewall --write": ["firewall", "--write"],
+    "notify test": ["notify", "test"],
+    # `help VERB` reads nothing and succeeds for anyone; a name it does not know is its error.
+    "help no-such-verb": ["help", "no-such-verb"],
 }
 #: What root would run for real against this host's systemd and /etc: not in a unit test.
 #: (``approvers`` reads and writes root's /etc/opsbot/totp.)
@@ -67,6 +70,7 @@ CHANGES_THE_HOST = {
     "unwatch",
     "polkit-rule --write",
     "firewall --write",
+    "notify test",
     "approvers add",
     "approvers list",
 }

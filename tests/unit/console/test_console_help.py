@@ -1,6 +1,7 @@
 """``opsbot --help`` and every ``opsbot VERB --help`` read the same whether the parser is
 built whole or, as ``opsbot`` does, with only the named command's module imported; and
-a command imports only what it needs (issue 13, item 11: console start-up). No timing
+a command imports only what it needs (issue 13, item 11: console start-up); ``opsbot help
+VERB`` prints what ``opsbot VERB --help`` does (issue 41). No timing
 here: bench/console_startup.py measures; these tests check what makes it fast."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from opsbot_cli.main import COMMANDS, build_parser, main
+from shared_io.exit_codes import USAGE
 
 REPO = Path(__file__).resolve().parents[3]
 VERBS = [c.name for c in COMMANDS]
@@ -168,3 +170,70 @@ def test_no_module_imports_structlog_inside_a_function() -> None:
                     if any(n.startswith(("structlog", "shared_io.log")) for n in names):
                         late.append(f"{path.relative_to(REPO)}:{inner.lineno}")
     assert late == []
+
+
+def printed(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """``opsbot ARGV``'s exit status, stdout and stderr (--help exits through SystemExit)."""
+    try:
+        status: int | str | None = main(argv)
+    except SystemExit as exited:
+        status = exited.code
+    out, err = capsys.readouterr()
+    return int(status or 0), out, err
+
+
+def verbs_of(parser: argparse.ArgumentParser) -> list[str]:
+    """The verbs a command's first argument takes (policy's check, test, ...), if any."""
+    first = next((a for a in parser._actions if not a.option_strings), None)
+    return [str(c) for c in first.choices] if first is not None and first.choices else []
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_opsbot_help_verb_prints_what_verb_help_prints(
+    verb: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``opsbot help VERB`` prints exactly ``opsbot VERB --help`` and exits 0; so does
+    ``opsbot help VERB SUBVERB`` for each of the verb's own verbs (policy test)."""
+    status, want, _ = printed([verb, "--help"], capsys)
+    assert status == 0 and want.startswith(f"usage: opsbot {verb}")
+    assert printed(["help", verb], capsys) == (0, want, "")
+    for subverb in verbs_of(subparsers(build_parser())[verb]):
+        assert printed(["help", verb, subverb], capsys) == (0, want, "")
+
+
+def test_opsbot_help_json_is_the_page_and_the_verbs(capsys: pytest.CaptureFixture[str]) -> None:
+    """``opsbot help policy --json`` gives a script the same text and policy's verbs."""
+    _, want, _ = printed(["policy", "--help"], capsys)
+    status, out, _ = printed(["help", "policy", "--json"], capsys)
+    assert status == 0
+    assert json.loads(out) == {
+        "command": "opsbot policy",
+        "verbs": ["check", "test", "report", "pause", "resume"],
+        "help": want,
+    }
+
+
+def test_opsbot_help_alone_prints_the_top_level_help(capsys: pytest.CaptureFixture[str]) -> None:
+    """``opsbot help`` is ``opsbot --help``: every command and the exit statuses."""
+    status, want, _ = printed(["--help"], capsys)
+    assert printed(["help"], capsys) == (status, want, "") == (0, want, "")
+
+
+@pytest.mark.parametrize(
+    ("argv", "error", "hint"),
+    [
+        (["aprove"], "`opsbot` has no command 'aprove'", "did you mean approve?"),
+        (["no-such-verb"], "`opsbot` has no command 'no-such-verb'", "`opsbot help` lists them"),
+        (["policy", "tset"], "`opsbot policy` has no verb 'tset'", "did you mean test?"),
+        (["plans", "x"], "`opsbot plans` has no verb 'x'", "`opsbot help plans` shows its page"),
+    ],
+)
+def test_opsbot_help_of_an_unknown_name_is_a_usage_error_naming_it(
+    argv: list[str], error: str, hint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A name opsbot does not know ends ``opsbot help`` with the usage status (2, as the
+    exit-status table says) and one error naming it, then the nearest name or where the
+    names are listed; nothing on stdout."""
+    status, out, err = printed(["help", *argv], capsys)
+    assert (status, out) == (USAGE, "")
+    assert err.splitlines() == [f"opsbot: error: {error}", f"opsbot: hint: {hint}"]

@@ -1,10 +1,13 @@
 """The man page opsbot(8) as install.sh generates it (packaging/opsbot-manpage.sh, with
-argparse-manpage from opsbot's own parser): it documents every command of main.py's
-table with its line and usage, and the exit-status table scripts rely on (issue 13,
-item 10). ``man opsbot`` after install.sh is the integration test's part."""
+opsbot_cli/manpage.py and argparse-manpage from opsbot's own parser): it documents every
+command of main.py's table with its line and usage, and the exit-status table scripts
+rely on (issue 13, item 10); its NAME line is one mandb indexes, and no line of help text
+is taken for a roff request (issue 41). ``man opsbot`` after install.sh, with every
+verb's --help in its sections, is the integration test's part."""
 
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 import sys
@@ -13,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from opsbot_cli.main import COMMANDS
+from opsbot_cli.manpage import NAME, render
 from shared_io.exit_codes import TABLE
 
 REPO = Path(__file__).resolve().parents[3]
@@ -68,3 +72,36 @@ def test_the_page_documents_every_exit_status(page: str) -> None:
     assert "exit status:" in page
     for code, what in TABLE:
         assert f"  {code:<3} {what}\n" in page, code
+
+
+def test_the_name_line_is_one_mandb_indexes(page: str, tmp_path: Path) -> None:
+    """lexgrog, which reads NAME as mandb does for ``man -k`` and ``whatis``, finds
+    ``opsbot - WHAT IT DOES`` in the page."""
+    source = tmp_path / "opsbot.8"
+    source.write_text(page.replace("-", "\\-"))  # the fixture unescaped them
+    done = subprocess.run(["lexgrog", str(source)], capture_output=True, text=True, timeout=30)
+    assert done.stdout.strip() == f'{source}: "opsbot - {NAME}"'
+
+
+def test_a_help_line_that_starts_like_a_roff_request_is_printed(tmp_path: Path) -> None:
+    """A description, epilog or option help whose line starts with ``.`` or ``'`` (a
+    roff request) is still on the page as man prints it, not swallowed."""
+    parser = argparse.ArgumentParser(prog="opsbot", formatter_class=argparse.RawTextHelpFormatter)
+    verb = parser.add_subparsers().add_parser(
+        "verb",
+        description=".dotted description",
+        epilog="examples:\n.dotted example\n'quoted example'",
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
+    verb.add_argument("--flag", help="first line\n'quoted help line'")
+    source = tmp_path / "opsbot.8"
+    source.write_text(render(parser, "1.0"))
+    shown = subprocess.run(
+        ["man", "--nh", "--nj", "-l", "-P", "cat", str(source)],
+        capture_output=True,
+        text=True,
+        env={"LANG": "C.UTF-8", "MANWIDTH": "100", "PATH": "/usr/bin:/bin"},
+        timeout=30,
+    ).stdout
+    for line in (".dotted description", ".dotted example", "'quoted example'", "'quoted help"):
+        assert line in shown

@@ -47,3 +47,27 @@ def test_the_proxy_in_the_manual_points_at_the_page_socket() -> None:
     nginx = block("phone-nginx", doc=OPERATING)
     assert f"proxy_pass http://unix:{WEB_SOCKET}:/;" in nginx
     assert "limit_req_status 429;" in nginx and "limit_conn_status 429;" in nginx
+
+
+def window_words(start: str, seconds: float) -> str:
+    """``from HH:MM to HH:MM`` of a daily window (``*-*-* HH:MM``) lasting ``seconds``."""
+    match = re.fullmatch(r"\*-\*-\* (\d\d):(\d\d)", start)
+    assert match, f"not a daily window: {start}"
+    begins = int(match[1]) * 60 + int(match[2])
+    ends = (begins + int(seconds) // 60) % (24 * 60)
+    return f"from {begins // 60:02}:{begins % 60:02} to {ends // 60:02}:{ends % 60:02}"
+
+
+def test_the_standing_rule_examples_say_their_window_in_their_first_line() -> None:
+    """The manual's standing rule, and its fleet twin, approve only within their windows:
+    copied by day, a rule limited to the night approves nothing, so the first line of
+    each says when it approves (from its windows), and how to drop the limit."""
+    (rule,) = OpsbotConfig.model_validate(
+        tomllib.loads(block("standing-rule", doc=OPERATING))
+    ).approve.rule
+    assert rule.windows, "the example shows a window"
+    said = [window_words(w.start, w.seconds) for w in rule.windows]
+    for name in ("standing-rule", "fleet-rules"):
+        first = block(name, doc=OPERATING).splitlines()[0]
+        assert all(words in first for words in said), (name, first, said)
+        assert "any hour" in first, (name, first)

@@ -85,7 +85,7 @@ def test_an_approved_plan_runs_its_steps_in_order_and_is_applied(
     status = store.status(record.plan_id)
     assert status.state is S.APPLIED
     assert [s.state for s in status.history] == [S.PROPOSED, S.APPROVED, S.APPLYING, S.APPLIED]
-    assert status.reason == "3 step(s) ran"
+    assert status.reason == "3 steps ran"
     assert [(r.index, r.argv, r.exit_status, r.outcome) for r in status.steps] == [
         (i + 1, restart_argv(u), 0, "ok") for i, u in enumerate(units)
     ]
@@ -134,6 +134,18 @@ def test_without_stop_on_error_every_step_runs(
     status = store.status(record.plan_id)
     assert outcome.state is status.state is S.FAILED
     assert [r.outcome for r in status.steps] == ["ok", "failed", "ok"]
+
+
+def test_the_applied_reason_counts_its_steps_in_words(
+    store: PlanStore, approvals_dir: Path, applier: Applier, clock: Clock
+) -> None:
+    """The reason an APPLIED plan carries (what `opsbot show` and the phone's status page
+    say) counts its steps as a person would: "1 step ran", never "1 step(s) ran"."""
+    record = submitted(store, plan_of())
+    approved(store, approvals_dir, record)
+    clock.advance(120)
+    applier.apply_all()
+    assert store.status(record.plan_id).reason == "1 step ran"
 
 
 def test_a_step_that_times_out_is_recorded_as_timeout(
@@ -369,7 +381,7 @@ def test_a_dry_run_runs_nothing_and_writes_nothing(
     outcomes = {o.plan_id: o for o in dry_run_of(applier)}
     assert tree(tmp_path) == before
     assert systemctl.calls == []
-    assert outcomes[ready.plan_id].message == "would run 1 step(s) (dry run: nothing was run)"
+    assert outcomes[ready.plan_id].message == "would run 1 step (dry run: nothing was run)"
     assert outcomes[ready.plan_id].argv == [restart_argv("nginx.service")]
     assert outcomes[waiting.plan_id].message == "would not run: not approved"
     assert not store.is_consumed(ready.plan_id)
@@ -428,7 +440,7 @@ def test_a_dry_run_says_yes_to_each_precondition_that_holds(
     )
     approved(store, approvals_dir, record)
     [dry] = dry_run_of(applier)
-    assert dry.message.startswith("would run 1 step(s)")
+    assert dry.message.startswith("would run 1 step ")
     assert [c.line() for c in dry.preview[0].checks] == [
         "nginx.service is failed now (live: failed): yes"
     ]

@@ -4,6 +4,8 @@ approver on a real Unix socket (testbed.scripted_approver)."""
 
 from __future__ import annotations
 
+import html
+import re
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -115,6 +117,13 @@ def start_web(tmp_path: Path) -> Iterator[Start]:
     yield start
     for stop in reversed(stops):
         stop()
+
+
+def argv_lines(page: str) -> list[str]:
+    """Each step's argv as the page shows it (``<pre class="argv">``), as its text: what a
+    person reads, and copies."""
+    found = re.findall(r'<pre class="argv">(.*?)</pre>', page, flags=re.DOTALL)
+    return [html.unescape(re.sub(r"<[^>]+>", "", line)) for line in found]
 
 
 def csrf_of(page: str) -> str:

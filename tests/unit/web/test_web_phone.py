@@ -3,17 +3,18 @@ scrolls it to the form); a wrong code is said beside the code field; the answer 
 what was approved and links to a status view that shows what root's approver says of
 the plan until it settles; times read "in 14 min" with the exact time in the element;
 relayed text has no raw backticks or ISO times. (tests/integration/
-test_approval_in_a_browser.py measures the same page in chromium at 412x915.)"""
+test_approval_in_a_browser.py measures the same page in chromium at 390x844.)"""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from shared_schema.approver_socket import Follow, Followed
+from shared_schema.approver_socket import Follow, Followed, StepView
 from shared_schema.states import PlanState
 from testbed.scripted_approver import brief_of, plan_view
-from tests.unit.web.conftest import APPROVE, REJECT, Start, Web, csrf_of
-from web_svc.words import relative, relayed, span, time_element
+from tests.unit.web.conftest import APPROVE, REJECT, Start, Web, argv_lines, csrf_of
+from web_svc.app import STYLE
+from web_svc.words import headline, relative, relayed, span, time_element
 
 NOW = datetime(2026, 12, 1, 15, 36, 1, tzinfo=UTC)
 
@@ -39,7 +40,7 @@ def test_the_plan_page_opens_at_what_changes_where_and_why(start_web: Start) -> 
     assert "autofocus" not in page
     order = [page.index(f'id="{name}"') for name in ("goal", "host", "units", "argv")]
     assert order == sorted(order) and order[-1] < page.index("<form")
-    assert "systemctl restart -- app.service" in page[: page.index("<form")]
+    assert "systemctl restart -- app.service" in argv_lines(page[: page.index("<form")])
 
 
 def test_a_wrong_code_is_said_beside_the_code_field(start_web: Start) -> None:
@@ -68,7 +69,7 @@ def test_the_answer_names_what_was_approved_and_links_to_its_status(start_web: S
     answer = _approved(web)
     assert 'id="goal">bring app.service back<' in answer
     assert 'id="units" class="mono">app.service<' in answer
-    assert '<pre class="argv">systemctl restart -- app.service</pre>' in answer
+    assert argv_lines(answer) == ["systemctl restart -- app.service"]
     assert f'<a class="follow" id="follow" href="{APPROVE}/status">' in answer
 
 
@@ -215,3 +216,76 @@ def test_what_verify_saw_is_shown_with_its_bidi_and_control_characters_escaped(
         assert "\u202e" not in text and "\x1b" not in text
     assert "journal: \\x1b[31mapprove now\\u202e" in page.text
     assert "app.service \\u202etxt.exe\\u202c failed" in other.text
+
+
+def test_the_headline_says_what_the_plan_does_and_where(start_web: Start) -> None:
+    """The page's headline is the action a person decides on, from the argv root's
+    approver built (never the model's goal): "Restart app.service on web1"; the plan id
+    follows it, with the question the link asks. A plan of several steps names the first
+    two and counts the rest."""
+    web = start_web()
+    with web.client() as client:
+        page = client.get(f"/p/{APPROVE}").text
+    assert '<h1 id="headline">Restart app.service on web1</h1>' in page
+    assert "<title>Restart app.service on web1: approve?</title>" in page
+    asked = page[page.index("</h1>") : page.index('<dl class="summary">')]
+    assert "Approve plan" in asked and "20261201-152001-0a1b2c3d" in asked
+
+    def step(verb: str, unit: str) -> StepView:
+        return StepView(unit=unit, argv=["systemctl", verb, "--no-ask-password", "--", unit])
+
+    steps = [step("reset-failed", "db.service"), step("start", "db.service")]
+    assert headline(steps[:1], "db1") == "Clear the failed state of db.service on db1"
+    assert headline(steps, "db1") == (
+        "Clear the failed state of db.service, then start db.service on db1"
+    )
+    three = headline([*steps, step("restart", "app.service")], "db1")
+    assert (
+        three
+        == "Clear the failed state of db.service, then start db.service, then 1 more step on db1"
+    )
+    four = headline([*steps, step("restart", "a.service"), step("stop", "b.service")], "db1")
+    assert four.endswith(", then 2 more steps on db1"), four
+
+
+def test_argv_breaks_between_its_words_never_inside_one(start_web: Start) -> None:
+    """Each word of a step's argv is an item of its own, which a narrow screen moves to
+    the next line whole (`--no-ask-password` never reads `--no-ask-passwo` / `rd`); the
+    text still reads, and copies, as the command. No rule of the page's style breaks a
+    word anywhere (word-break: break-all). The browser story measures it on a phone."""
+    argv = ["systemctl", "restart", "--no-ask-password", "--", "app.service"]
+    web = start_web()
+    plan = plan_view(steps=[StepView(unit="app.service", argv=argv)])
+    web.approver.issue(APPROVE, "approve", plan)
+    with web.client() as client:
+        page = client.get(f"/p/{APPROVE}").text
+    words = "".join(f'<span class="arg">{word}</span> ' for word in argv).rstrip()
+    assert f'<pre class="argv">{words}</pre>' in page
+    assert argv_lines(page) == [" ".join(argv)] * 2  # the summary and the steps
+    assert "break-all" not in STYLE and ".argv .arg{display:inline-block" in STYLE
+
+
+def test_a_wrong_code_keeps_what_was_typed_but_the_code(start_web: Start) -> None:
+    """alice types the confirmation, a wrong code and a reason: the form comes back with
+    the confirmation and the reason as she typed them, and the code field empty, so that
+    she types only the next code."""
+    web = start_web()
+    with web.client() as client:
+        page = client.get(f"/p/{APPROVE}")
+        wrong = client.post(
+            f"/p/{APPROVE}",
+            data={
+                "csrf": csrf_of(page.text),
+                "confirm": "k7qm",
+                "code": "999999",
+                "reason": 'on call "tonight"',
+            },
+        )
+    assert wrong.status_code == 400
+    text = wrong.text
+    confirm = text[text.index('id="confirm"') :]
+    assert confirm[: confirm.index(">")].count('value="K7QM"') == 1, confirm[:300]
+    code = text[text.index('id="code"') :]
+    assert "value=" not in code[: code.index(">")]
+    reason = text[text.index('id="reason"') :]
+    assert 'value="on call &#34;tonight&#34;"' in reason[: reason.index(">")]

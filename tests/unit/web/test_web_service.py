@@ -144,3 +144,70 @@ def test_the_page_imports_nothing_that_holds_authority() -> None:
         )
     ]
     assert found == []
+
+
+def test_a_reload_takes_an_edit_keeps_a_broken_one_and_restarts_for_web_keys(
+    tmp_path: Path,
+) -> None:
+    """``systemctl reload opsbot-web`` (SIGHUP), as README's reload line sends it: an edit
+    outside ``[web]`` is taken at once (the approver is told the new file's digest with
+    the next relay, systemd in the page's status, which check-config reads); a file that
+    does not load leaves the one read before in force, and the status says so; an edit
+    of ``[web]`` (built into the server) stops the page cleanly, for its socket to start
+    it again with the new file."""
+    import hashlib
+
+    from shared_schema.config_state import page_status as said_status
+
+    config = tmp_path / "opsbot.toml"
+    first = "[notify]\nattempts = 3\n"
+    second = "[notify]\nattempts = 2\n"
+    config.write_text(first)
+    approver = ScriptedApprover(tmp_path / "approver.sock")
+    approver.issue(APPROVE, "approve")
+    port = free_port()
+    status_socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    status_socket.bind(str(tmp_path / "notify.sock"))
+    status_socket.settimeout(10)
+    env = environment(tmp_path, approver.path)
+    env |= {"OPSBOT_CONFIG": str(config), "NOTIFY_SOCKET": str(tmp_path / "notify.sock")}
+
+    def digests() -> list[str | None]:
+        return [r.config_digest for r in approver.requests if hasattr(r, "config_digest")]
+
+    def status() -> str:
+        lines = status_socket.recv(4096).decode().splitlines()
+        return next(line.removeprefix("STATUS=") for line in lines if line.startswith("STATUS="))
+
+    def sha(text: str) -> str:
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    with approver.running(), status_socket:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "web_svc.main", "--listen", f"127.0.0.1:{port}"],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert status() == said_status(sha(first))
+            assert page_status(port) == 200
+            config.write_text(second)
+            process.send_signal(signal.SIGHUP)
+            assert status() == said_status(sha(second))
+            assert page_status(port) == 200
+            config.write_text("[notify]\nattempts = 'many'\n")
+            process.send_signal(signal.SIGHUP)
+            assert status() == said_status(sha(second), reload_failed=True)
+            assert page_status(port) == 200
+            assert digests() == [sha(first), sha(second), sha(second)]
+            config.write_text(second + "[web]\nrequests_per_second = 5\n")
+            process.send_signal(signal.SIGHUP)
+            process.wait(timeout=15)
+        finally:
+            if process.poll() is None:
+                stop(process)
+            _, err = process.communicate(timeout=15)
+    assert process.returncode == 0, err
+    assert "config.reload_failed" in err and "attempts" in err
+    assert "config.restart" in err and "Traceback" not in err
