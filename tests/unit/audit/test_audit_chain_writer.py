@@ -160,6 +160,24 @@ def test_a_head_longer_than_the_next_is_cut_to_it(tmp_path: Path) -> None:
         assert head == f"{fields['CHAIN_SEQ']} {fields['AUDIT_HASH']}\n".encode()
 
 
+def test_a_head_with_a_number_as_long_as_the_file_read_is_cut_to_the_next(
+    tmp_path: Path,
+) -> None:
+    """A head put there by hand with a 134-digit number, its hash ending the 200 bytes
+    the writer reads, and more after: the next head is one byte longer than what was
+    read, yet the file held more than that; it is cut, so the verifier reads the new head
+    and not the old tail after it."""
+    garbage = b"9" * 134 + b" " + b"c" * 64 + b"\n" + b"z" * 100
+    plan_head_path(tmp_path, PLAN).write_bytes(garbage)
+    fields = accepted()
+    with Chain("executor", tmp_path).link(fields, now=AT):
+        pass
+    assert fields["CHAIN_SEQ"] == str(10**134) and fields["CHAIN_PREV"] == "c" * 64
+    head = plan_head_path(tmp_path, PLAN).read_bytes()
+    assert head == f"{fields['CHAIN_SEQ']} {fields['AUDIT_HASH']}\n".encode()
+    assert read_head(plan_head_path(tmp_path, PLAN)) == Head(10**134, fields["AUDIT_HASH"])
+
+
 def test_a_writer_makes_its_key_once_for_itself_and_marks_each_link(tmp_path: Path) -> None:
     """The first link makes the writer's key: 64 hex digits, mode 0600. Each link carries
     the HMAC-SHA256 of its hash under it; another process of the writer uses the same

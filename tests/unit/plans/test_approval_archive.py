@@ -4,11 +4,13 @@
 
 import json
 import os
+import stat
 from pathlib import Path
 
 import pytest
 
 from plans import PlanRecord, PlanStore, approval_path, maybe_now, write_approval
+from plans.approval_archive import archive_used, used_dir
 from plans.grants import _approval
 from tests.unit.plans.helpers import NOW, plan_of, submitted
 
@@ -82,3 +84,30 @@ def test_a_file_that_is_not_plain_takes_the_models_road(
     os.unlink(approval_path(approvals_dir, record.plan_id))
     os.mkfifo(approval_path(approvals_dir, record.plan_id))
     assert maybe_now(approvals_dir, record.plan_id)
+
+
+def test_the_used_directory_is_closed_to_the_apply_from_the_moment_it_exists(
+    store: PlanStore, approvals_dir: Path, record: PlanRecord, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Root's first archive makes ``used/``: it is 0700 from the moment it exists, not
+    made open (the umask's 0755, in a directory the apply may enter) and closed after,
+    so the apply never holds it open to list the approvals moved there later."""
+    write_approval(approvals_dir, record, "root", NOW, 600)
+    seen: list[int] = []
+    lstat = os.lstat
+
+    def watched(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        st = lstat(path, *args, **kwargs)  # type: ignore[arg-type]
+        if Path(str(path)) == used_dir(approvals_dir):
+            seen.append(stat.S_IMODE(st.st_mode))
+        return st
+
+    umask = os.umask(0o022)
+    try:
+        monkeypatch.setattr(os, "lstat", watched)
+        assert archive_used(approvals_dir, lambda plan_id: True) == [record.plan_id]
+    finally:
+        monkeypatch.undo()
+        os.umask(umask)
+    assert seen and seen[0] == 0o700
+    assert stat.S_IMODE(used_dir(approvals_dir).stat().st_mode) == 0o700
