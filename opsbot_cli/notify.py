@@ -27,9 +27,9 @@ from shared_io.run import run as run_program
 SUMMARY = "(root) send a test message to a notification channel, or to each, and say its answer"
 UNIT = "opsbot-notify.service"
 EPILOG = f"""\
-The message is sent by opsbot-notify in its own sandbox ({UNIT}'s user, credentials and
-IP filter): a channel that answers here answers the approvers' messages. Nothing waits
-for approval; the webhook's body says "event": "test".
+The message is sent by opsbot-notify in its own sandbox ({UNIT}'s user,
+credentials and IP filter): a channel that answers here answers the approvers' messages.
+Nothing waits for approval; the webhook's body says "event": "test".
 
 exit status: 0 each channel delivered, 1 one did not (its answer is said), 2 a channel
 [notify.channels] does not name (or none), 78 an invalid configuration.
