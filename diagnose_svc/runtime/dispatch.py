@@ -38,12 +38,6 @@ from shared_schema.text import printable
 
 log = structlog.get_logger("diagnose_svc.runtime")
 
-#: The threads a step's calls run in, kept between steps and diagnoses: starting a
-#: dozen threads per step cost a healthy unit's diagnosis about a fifth of its time.
-#: Idle threads are reused; past this many calls at once (several diagnoses asking
-#: together), calls wait for a thread.
-_POOL = ThreadPoolExecutor(max_workers=32, thread_name_prefix="read-tool")
-
 DecidedBy = Literal["policy", "runtime", "validator"]
 
 
@@ -168,11 +162,12 @@ class Dispatcher:
         if len(pending) == 1:
             outcomes[id(pending[0])] = _outcome(pending[0], context)
         elif pending:
-            futures = {
-                id(p): _POOL.submit(contextvars.copy_context().run, _outcome, p, context)
-                for p in pending
-            }
-            outcomes = {key: future.result() for key, future in futures.items()}
+            with ThreadPoolExecutor(max_workers=len(pending)) as pool:
+                futures = {
+                    id(p): pool.submit(contextvars.copy_context().run, _outcome, p, context)
+                    for p in pending
+                }
+                outcomes = {key: future.result() for key, future in futures.items()}
         return [
             c if isinstance(c, Answer) else self._finish(c, outcomes[id(c)], step) for c in checked
         ]
