@@ -60,6 +60,22 @@ DEMO_UNITS = ("demo-web", "demo-db", "demo-other")
 #: The states of a plan whose steps all ran: APPLIED until opsbot-verify has looked, then
 #: VERIFIED or UNRESOLVED (within settle_seconds, 3 s here, of the last step).
 STEPS_RAN = frozenset({"APPLIED", "VERIFIED", "UNRESOLVED"})
+#: The daemons an upgrade restarts where their code changed.
+DAEMONS = (
+    "opsbot-executor.service",
+    "opsbot-diagnose.service",
+    "opsbot-approver.service",
+    "opsbot-web.service",
+)
+#: Holds an apply before it runs its plan until APPLY_GO exists (60 s at most), so that one
+#: runs while opsbot is upgraded or removed, for as long as the test says.
+SLOW_APPLY = "/etc/systemd/system/opsbot-apply.service.d/90-test-slow.conf"
+APPLY_GO = "/run/test-apply-go"
+SLOW_APPLY_TEXT = f"""\
+[Service]
+ExecStartPre=/bin/sh -c 'i=0; while [ ! -e {APPLY_GO} ] && [ $$i -lt 300 ]; do \\
+    sleep 0.2; i=$$((i+1)); done'
+"""
 #: A plan that will not change by itself any more (but for APPLIED's verification).
 SETTLED = STEPS_RAN | {"FAILED", "STALE", "EXPIRED", "REJECTED", "INTERRUPTED"}
 

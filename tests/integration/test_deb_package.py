@@ -34,7 +34,14 @@ import pytest
 
 from shared_io.unit_show import parse_timestamp
 from testbed.container import REPO_ROOT, BootedSystemd, can_boot
-from testbed.host import STEPS_RAN, restart_plan
+from testbed.host import (
+    APPLY_GO,
+    DAEMONS,
+    SLOW_APPLY,
+    SLOW_APPLY_TEXT,
+    STEPS_RAN,
+    restart_plan,
+)
 from testbed.readme import OPERATING, block, commands, units_to_enable
 from testbed.skips import skip_unless
 
@@ -60,24 +67,8 @@ ENABLED = units_to_enable()
 #: What `apt purge` leaves of opsbot, as docs/operating.md lists it: its system users,
 #: then its groups (Debian keeps them: a uid given again would own what they left).
 USERS, GROUPS = (line.split() for line in block("deb-purge-leaves", doc=OPERATING).splitlines())
-#: The daemons an upgrade restarts when their code changed (shared_io/code_stamp.py).
-DAEMONS = (
-    "opsbot-executor.service",
-    "opsbot-diagnose.service",
-    "opsbot-approver.service",
-    "opsbot-web.service",
-)
 #: The package's code stamp: out of the venv, whose files are dpkg's.
 STAMP = "/var/lib/opsbot-code/opsbot-code.json"
-#: Holds an apply before it runs its plan until GO exists (60 s at most), so that one runs
-#: while the package is upgraded or removed, for as long as the test says.
-SLOW_APPLY = "/etc/systemd/system/opsbot-apply.service.d/90-test-slow.conf"
-GO = "/run/test-apply-go"
-SLOW_APPLY_TEXT = f"""\
-[Service]
-ExecStartPre=/bin/sh -c 'i=0; while [ ! -e {GO} ] && [ $$i -lt 300 ]; do \\
-    sleep 0.2; i=$$((i+1)); done'
-"""
 #: Where a package's files, its state and what it wrote could be (the hidden /opt is
 #: not the package's).
 SEARCHED = ("/etc", "/lib/systemd", "/usr/lib", "/usr/bin", "/usr/share", "/var/lib", "/run")
@@ -225,7 +216,7 @@ def _kept(ct: BootedSystemd) -> str:
 
 
 def _hold_an_apply(ct: BootedSystemd) -> None:
-    """opsbot-apply.service started and held before its plan (SLOW_APPLY) until GO."""
+    """opsbot-apply.service started and held before its plan (SLOW_APPLY) until APPLY_GO."""
     ct.write_file(SLOW_APPLY, SLOW_APPLY_TEXT)
     ct.systemctl("daemon-reload")
     ct.systemctl("start", "--no-block", "opsbot-apply.service")
@@ -240,12 +231,12 @@ def _hold_an_apply(ct: BootedSystemd) -> None:
 
 def _let_go(ct: BootedSystemd, after: int = 2) -> None:
     """The held apply goes on ``after`` seconds from now."""
-    ct.run(["rm", "-f", GO])
-    ct.run(["systemd-run", "--collect", f"--on-active={after}", "touch", GO])
+    ct.run(["rm", "-f", APPLY_GO])
+    ct.run(["systemd-run", "--collect", f"--on-active={after}", "touch", APPLY_GO])
 
 
 def _unhold(ct: BootedSystemd) -> None:
-    ct.run(["rm", "-f", SLOW_APPLY, GO])
+    ct.run(["rm", "-f", SLOW_APPLY, APPLY_GO])
     ct.systemctl("daemon-reload")
 
 

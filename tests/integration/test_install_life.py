@@ -24,9 +24,13 @@ import pytest
 from shared_io.unit_show import parse_timestamp
 from testbed.container import BootedSystemd, can_boot
 from testbed.host import (
+    APPLY_GO,
+    DAEMONS,
     OPSBOT,
     PYTHON,
     REPO,
+    SLOW_APPLY,
+    SLOW_APPLY_TEXT,
     STEPS_RAN,
     TEST_CONFIG,
     approve,
@@ -43,25 +47,10 @@ from testbed.host import (
 from testbed.readme import OPERATING, block, commands
 from testbed.skips import skip_unless
 
-DAEMONS = (
-    "opsbot-executor.service",
-    "opsbot-diagnose.service",
-    "opsbot-approver.service",
-    "opsbot-web.service",
-)
 VENV = "/opt/opsbot/venv"
 STAMP = f"{VENV}/opsbot-code.json"
 #: The next version: the checkout with one line added to a module every daemon imports.
 NEXT = "/var/tmp/opsbot-next"
-#: Holds an apply before it runs its plan until GO exists (60 s at most), so that one runs
-#: during the upgrade for as long as the test says.
-SLOW_APPLY = "/etc/systemd/system/opsbot-apply.service.d/90-test-slow.conf"
-GO = "/run/test-apply-go"
-SLOW_APPLY_TEXT = f"""\
-[Service]
-ExecStartPre=/bin/sh -c 'i=0; while [ ! -e {GO} ] && [ $$i -lt 300 ]; do \\
-    sleep 0.2; i=$$((i+1)); done'
-"""
 TOTP_SECRET = "/etc/opsbot/totp/alice"
 
 
@@ -200,10 +189,10 @@ def test_an_upgrade_waits_for_the_apply_that_runs_then_restarts_and_names_every_
             assert ct.systemctl("is-active", trigger, check=False).stdout.strip() == "active"
 
         # The apply goes on 2 s after the install starts waiting for it.
-        ct.run(["systemd-run", "--unit=test-apply-go", "--on-active=2", "touch", GO])
+        ct.run(["systemd-run", "--unit=test-apply-go", "--on-active=2", "touch", APPLY_GO])
         done = _install(ct, NEXT, "--offline")
     finally:
-        ct.run(["rm", "-f", SLOW_APPLY, GO])
+        ct.run(["rm", "-f", SLOW_APPLY, APPLY_GO])
         ct.systemctl("daemon-reload")
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     assert "opsbot-apply.service runs a plan: waiting up to 600s" in done.stdout, done.stdout
