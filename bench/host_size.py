@@ -18,7 +18,9 @@ the healthy unit, one after another over /run/opsbot/diagnose.sock as ``opsbot d
 asks (as root: no per-user quota), from connect to verdict; each verdict is checked (its
 kind, the units it names as data, whether the db is one, the tool errors of its
 evidence). Baseline in the same run: ``systemctl list-units --all --no-pager`` at each
-level, and the +0 level itself. Single read tools are timed too, as the diagnose user
+level, the +0 level itself, and at each level the same diagnoses with the daemon reading
+systemd by ``systemctl show`` only (OPSBOT_SYSTEMD_READ=systemctl, restarted) where it
+otherwise reads over D-Bus. Single read tools are timed too, as the diagnose user
 (in the JSON result). Last, at the largest level, the diagnose service's VmRSS after each
 of 1,000 diagnoses (--quick: 50), front and healthy alternating: its growth is the median
 over the last tenth less the median over the first, scaled to 1,000 (VmRSS swings by tens
@@ -171,16 +173,35 @@ def figures(report: Report, r: dict[str, Any], levels: tuple[int, ...]) -> None:
                 )
             )
         hp50 = median(healthy)
+        by_systemctl = at.get("by_systemctl")
+        hsc = median(ms(by_systemctl["healthy"]["seconds"])) if by_systemctl else None
         report.add(
             Figure(
                 f"healthy unit diagnosis p50, {label(level)}",
                 hp50,
                 "ms",
+                hsc,
+                "reads by systemctl" if hsc is not None else "",
+                ratio(hp50, hsc) if hsc is not None else None,
                 target="< 60 ms",
                 met=hp50 < 60,
                 note=verdicts(at["healthy"]),
             )
         )
+        if by_systemctl:
+            fsc = median(ms(by_systemctl["front"]["seconds"]))
+            report.add(
+                Figure(
+                    f"  failed front diagnosis p50, {label(level)}, D-Bus reads",
+                    p50,
+                    "ms",
+                    fsc,
+                    "reads by systemctl",
+                    ratio(p50, fsc),
+                    "(info)",
+                    note=f"by systemctl: {verdicts(by_systemctl['front'])}",
+                )
+            )
         listed = median(ms(at["list_units_s"]))
         report.add(
             Figure(
@@ -199,6 +220,11 @@ def figures(report: Report, r: dict[str, Any], levels: tuple[int, ...]) -> None:
             "add_seconds": at["add_seconds"],
             "front_ms": summary(front),
             "healthy_ms": summary(healthy),
+            "by_systemctl_ms": {
+                unit: summary(ms(by_systemctl[unit]["seconds"])) for unit in ("front", "healthy")
+            }
+            if by_systemctl
+            else None,
             "list_units_ms": summary(ms(at["list_units_s"])),
             "console_front_ms": ms(at["console_front_s"]),
             "front": {k: v for k, v in at["front"].items() if k != "seconds"},

@@ -12,6 +12,8 @@ a unit's state, keep a file.
     config       /etc/opsbot/opsbot.toml read into shared_schema.OpsbotConfig
     paths        where things live, each movable by an environment variable
     unit_show    ``systemctl show``, the one reader of a unit's state
+    unit_bus     the same values read over D-Bus in-process, where it can (no process)
+    unit_render  a D-Bus property value written as ``systemctl show`` prints it
     code_stamp   the installed code as the install recorded it, and which daemon runs
                  older code (``python -m shared_io.code_stamp record|stale``)
     live_config  the config file read again when it changed, for a daemon

@@ -1,5 +1,10 @@
-"""What systemd says of a unit, read one way: ``systemctl show``, parsed at once into
-frozen values.
+"""What systemd says of a unit, read one way: ``systemctl show``'s values, parsed at once
+into frozen values.
+
+They are read over D-Bus in-process where that gives exactly what ``systemctl show``
+prints (:mod:`shared_io.unit_bus`: no process per read, a third of the time or less), and by
+running ``systemctl show`` everywhere else (no bus, a property it does not render,
+``OPSBOT_SYSTEMD_READ=systemctl``).
 
 Every half reads unit state through :func:`show`: the diagnosis's read tools, the
 executor's check of a step's precondition right before it runs, the console's and the
@@ -22,6 +27,7 @@ from types import MappingProxyType
 
 from shared_io.errors import UnitStateError
 from shared_io.run import run
+from shared_io.unit_bus import read as read_over_bus
 
 __all__ = [
     "STATE_PROPERTIES",
@@ -92,7 +98,16 @@ def show(
     output_limit: int = SHOW_OUTPUT_LIMIT,
 ) -> list[UnitProperties]:
     """``systemctl show`` of ``properties`` for each of ``units``, in order; UnitStateError
-    when systemctl fails, its output was cut, or it is not one block per unit."""
+    when systemctl fails, its output was cut, or it is not one block per unit.
+
+    Read over D-Bus where it can (:mod:`shared_io.unit_bus`: the same values, no process),
+    else by running systemctl."""
+    lines = read_over_bus(units, properties, timeout)
+    if lines is not None:
+        text = "\n".join(lines)
+        blocks = parse_show(text)
+        if len(text) <= output_limit and len(blocks) == len(units):
+            return [UnitProperties(u, block) for u, block in zip(units, blocks, strict=True)]
     argv = [
         "systemctl",
         "show",

@@ -3,7 +3,9 @@ configuration, and a healthy service; then, level by level, more loaded services
 host (instances of one oneshot template), and at each level diagnoses of the failed
 front and of the healthy unit over the diagnose socket (as ``opsbot diagnose`` asks),
 each checked (verdict, the db found, tool errors), and ``systemctl list-units --all`` as
-the baseline. Last, the diagnose daemon's VmRSS over many diagnoses. Prints JSON.
+the baseline; before them, the same diagnoses with the daemon reading systemd by
+``systemctl show`` only (OPSBOT_SYSTEMD_READ=systemctl), the baseline of its reads over
+D-Bus. Last, the diagnose daemon's VmRSS over many diagnoses. Prints JSON.
 
     host_size_runs.py --levels 0,500,2000 --runs 10 --rss-diagnoses 200
 
@@ -425,6 +427,26 @@ def rss_over(diagnoses: int) -> dict[str, Any]:
     }
 
 
+#: The diagnose daemon reading systemd with ``systemctl show`` only (shared_io/unit_bus.py's
+#: switch): the same run's baseline for reads over D-Bus.
+READ_BY_SYSTEMCTL = "/run/systemd/system/opsbot-diagnose.service.d/60-bench-read.conf"
+
+
+def read_by_systemctl(on: bool) -> None:
+    """Restart the diagnose daemon reading systemd with systemctl (``on``) or over D-Bus,
+    then warm it (imports, the page cache; not measured) with one diagnosis of each unit."""
+    if on:
+        os.makedirs(os.path.dirname(READ_BY_SYSTEMCTL), exist_ok=True)
+        with open(READ_BY_SYSTEMCTL, "w") as f:
+            f.write("[Service]\nEnvironment=OPSBOT_SYSTEMD_READ=systemctl\n")
+    elif os.path.exists(READ_BY_SYSTEMCTL):
+        os.remove(READ_BY_SYSTEMCTL)
+    run(["systemctl", "daemon-reload"])
+    run(["systemctl", "restart", "opsbot-diagnose.service"])
+    diagnose(FRONT)
+    diagnose(HEALTHY)
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--levels", default="0,500,2000", help="extra services, cumulative")
@@ -439,9 +461,16 @@ def main() -> int:
         add_seconds = add_extras(have, level) if level > have else 0.0
         have = max(have, level)
         run(["journalctl", "--sync"])
-        diagnose(FRONT)  # warm: the daemon's imports and the page cache, not measured
-        diagnose(HEALTHY)
+        # The baseline first, each road measured right after a restart and the same warm-up:
+        # the daemon then serves the level's diagnoses as before, the RSS run last.
+        read_by_systemctl(True)
+        by_systemctl = {
+            "front": diagnose_runs(FRONT, args.runs),
+            "healthy": diagnose_runs(HEALTHY, args.runs),
+        }
+        read_by_systemctl(False)
         out["levels"][str(level)] = {
+            "by_systemctl": by_systemctl,
             "add_seconds": add_seconds,
             "loaded": loaded_units(),
             "list_units_s": list_units_seconds(),

@@ -47,6 +47,14 @@ def _no_polkit_of_this_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("plans.polkit.POLKITD_PATHS", ())
 
 
+@pytest.fixture(autouse=True)
+def _no_systemd_bus_of_this_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unit state is read over this machine's system bus where there is one
+    (shared_io/unit_bus.py); a unit test scripts systemctl instead, and must read what it
+    scripted, not this machine's systemd (the bus reader's own tests say otherwise)."""
+    monkeypatch.setenv("OPSBOT_SYSTEMD_READ", "systemctl")
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> PlanStore:
     state = tmp_path / "state"
