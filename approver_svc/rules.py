@@ -29,6 +29,7 @@ from approver_svc.view import plan_brief
 from plans import PlanError, Request, Rule, new_plan_id, plan_expiry, rejection_reason
 from plans.preconditions import expectation_mismatch
 from plans.readings import ProbesSpent, Reading, RunProbes, UnitReading
+from plans.rule_facts import Kept
 from plans.standing import (
     ForHumans,
     RuleApproves,
@@ -65,6 +66,8 @@ MAX_UNITS = 16
 MAX_REASONS = 10
 #: Decisions the report lists one by one.
 MAX_RECENT = 50
+#: The bytes of records one report sends at most (a page; the reply's limit is twice it).
+PAGE_BYTES = 512 * 1024
 
 
 def apply_rules(desk: Desk, state: ApproverState, now: datetime) -> list[RuleDecision]:
@@ -191,15 +194,18 @@ def _decide(
             read.append(desk.reading(plan.units(), functools.partial(_holds, plan), probes))
         return read[0]
 
+    # Each answer the rules get is kept with the record: `opsbot replay --rules` asks
+    # another rule again from it, never from the host (plans.rule_facts).
+    kept = Kept(history, recent_errors(store, desk.policy, now), reading)
     ask = functools.partial(
         decide,
         plan,
         status.state,
         policy=desk.policy,
-        history=history,
-        recent=recent_errors(store, desk.policy, now),
+        history=kept.history,
+        recent=kept.recent,
         now=now,
-        reading=reading,
+        reading=kept.reading,
         analyze=desk.analyze,
     )
     enforcing = ask([rule for rule in rules if rule.mode == "enforce"])
@@ -211,6 +217,7 @@ def _decide(
         for refusal in answer.refused
     ][:MAX_REFUSED]
     shadow = shadowing.rule if isinstance(shadowing, RuleApproves) else None
+    seen["facts"] = kept.facts()
     if read:
         seen["read"] = [_line(read[0].of(unit).words()) for unit in plan.units()[:MAX_UNITS]]
     if isinstance(enforcing, RuleApproves):
@@ -297,9 +304,12 @@ def switch(state: ApproverState, paused: bool, by: str, reason: str, now: dateti
     return state.pause
 
 
-def report(desk: Desk, state: ApproverState) -> PolicyReported:
+def report(
+    desk: Desk, state: ApproverState, since: datetime | None = None, after: str = ""
+) -> PolicyReported:
     """Per rule: how many plans it approved, would have approved (and how each of those
-    ended), and why it did not approve the others."""
+    ended), and why it did not approve the others; with ``since``, a page of the records
+    of the plans decided since then, after plan id ``after`` (:func:`records_page`)."""
     modes: dict[str, str] = {rule.name: rule.mode for rule in desk.config.approve.rule}
     approved: Counter[str] = Counter()
     would: Counter[str] = Counter()
@@ -328,14 +338,39 @@ def report(desk: Desk, state: ApproverState) -> PolicyReported:
         )
         for name, mode in modes.items()
     ]
-    recent = sorted(state.ruled.values(), key=lambda d: d.plan_id, reverse=True)[:MAX_RECENT]
+    newest = sorted(state.ruled.values(), key=lambda d: d.plan_id, reverse=True)[:MAX_RECENT]
+    # The facts go only in a page of records (records_page): the reply keeps its bytes.
+    recent = [d.model_copy(update={"facts": None}) for d in newest]
+    sent, more = records_page(state, since, after) if since is not None else ([], False)
     return PolicyReported(
         rules=rules,
         records=len(state.ruled),
         dropped=state.ruled_dropped,
         recent=recent,
         pause=state.pause,
+        records_sent=sent,
+        more=more,
     )
+
+
+def records_page(
+    state: ApproverState, since: datetime, after: str
+) -> tuple[list[RuleDecision], bool]:
+    """The records of plans decided at or after ``since`` whose id sorts after ``after``,
+    oldest first, as many as :data:`PAGE_BYTES` hold (one at least); and whether more
+    are left."""
+    due = sorted(
+        (d for d in state.ruled.values() if d.at >= since and d.plan_id > after),
+        key=lambda d: d.plan_id,
+    )
+    page: list[RuleDecision] = []
+    size = 0
+    for decision in due:
+        size += len(decision.model_dump_json())
+        if page and size > PAGE_BYTES:
+            return page, True
+        page.append(decision)
+    return page, False
 
 
 def _now_state(desk: Desk, plan_id: str) -> str:

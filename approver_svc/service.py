@@ -132,7 +132,7 @@ class ApproverService(Desk):
         return RulesApplied(decided=decided, paused=state.paused)
 
     def policy_report(self, request: PolicyReport) -> PolicyReported:
-        return rules.report(self, self.state.load())
+        return rules.report(self, self.state.load(), request.records_since, request.after)
 
     def policy_switch(self, request: PolicySwitch) -> PolicySwitched:
         state = self.state.load()

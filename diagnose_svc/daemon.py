@@ -129,11 +129,13 @@ def diagnose_once(
     # Imported here: the verify and baseline verbs that diagnose nothing do not load
     # the policies and the loop.
     from diagnose_svc.policies import make_policy
+    from diagnose_svc.record import Recording, keep
     from diagnose_svc.runtime import run_diagnosis
 
     policy = make_policy(settings)
+    recording = Recording(unit=unit, symptom=symptom, tried=tuple(tried))
     try:
-        return run_diagnosis(
+        verdict = run_diagnosis(
             unit,
             symptom,
             policy,
@@ -143,11 +145,14 @@ def diagnose_once(
             on_event,
             tried=tried,
             context=ToolContext(settings=settings, journal_scope=journal_scope),
+            recording=recording,
         )
     finally:
         close = getattr(policy, "close", None)
         if callable(close):
             close()
+    keep(recording.document(verdict), settings.record)
+    return verdict
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -188,6 +193,8 @@ def _verify(args: argparse.Namespace) -> int:
 def _verify_plans(
     args: argparse.Namespace, config: OpsbotConfig, client: ExecutorClient, pending: Pending
 ) -> None:
+    from diagnose_svc.record import file_outcome
+
     settings = config.diagnose
     watches = Verifier(settings, READ_TOOLS).watch(pending.plans, pending.settle_seconds)
     for watch in watches:
@@ -204,6 +211,7 @@ def _verify_plans(
             recorded = client.report(watch.report())
         seen = "; ".join(watch.evidence[:3])
         print(f"{recorded.plan_id}  {recorded.state:<10} {printable(seen)}")
+        file_outcome(recorded.plan_id, recorded.state, settings.record)
         if recorded.state != "UNRESOLVED" or args.no_follow_up:
             continue
         unit = watch.failing_unit or watch.plan.steps[-1].unit

@@ -9,6 +9,10 @@ Each value is taken from the first of these that has it (an empty value counts a
 3. the config file's ``[diagnose.model]`` ``api_url`` and ``model`` (never a key: keys
    do not live in config).
 
+A command that takes a URL or a model name (``python -m diagnose_svc.replay --model-url``,
+``--model-name``) passes them as ``api_url`` / ``model``: they come before all three. A key
+is never taken from a command line.
+
 The key is held as a :class:`pydantic.SecretStr`; its repr and str are asterisks, and no
 message or log event of this module contains it. Call :func:`resolve_model_endpoint`
 only when ``[diagnose.model] kind`` names a hosted model.
@@ -134,11 +138,16 @@ def _check_url(url: str, source: str) -> str:
 
 
 def resolve_model_endpoint(
-    config: ModelSettings, environ: Mapping[str, str] | None = None
+    config: ModelSettings,
+    environ: Mapping[str, str] | None = None,
+    *,
+    api_url: str | None = None,
+    model: str | None = None,
 ) -> ModelEndpoint:
     """Resolve URL, model and key for ``kind = "openai"`` (see the module docstring).
 
     ``environ`` defaults to ``os.environ``; ``$CREDENTIALS_DIRECTORY`` is read from it.
+    ``api_url`` and ``model``, when given (a command line's), come before everything.
     Raises :class:`ModelSettingsError` when the URL or model is missing or invalid, the
     key cannot be sent in a header, or a credential file cannot be read.
     """
@@ -147,7 +156,9 @@ def resolve_model_endpoint(
     creds = Path(creds_dir) if creds_dir else None
     sources: dict[str, str] = {}
 
-    url, source = _pick(env, ENV_API_URL, creds, CREDENTIAL_API_URL)
+    url, source = (api_url, "the command line") if api_url else (None, "")
+    if url is None:
+        url, source = _pick(env, ENV_API_URL, creds, CREDENTIAL_API_URL)
     if url is None and config.api_url is not None:
         url, source = str(config.api_url), "config"
     if url is None:
@@ -158,10 +169,12 @@ def resolve_model_endpoint(
         )
     sources["api_url"] = source
 
-    model, source = _pick(env, ENV_MODEL, creds, CREDENTIAL_MODEL)
-    if model is None and config.model:
-        model, source = config.model, "config"
-    if model is None:
+    name, source = (model, "the command line") if model else (None, "")
+    if name is None:
+        name, source = _pick(env, ENV_MODEL, creds, CREDENTIAL_MODEL)
+    if name is None and config.model:
+        name, source = config.model, "config"
+    if name is None:
         raise ModelSettingsError(
             'kind = "openai" needs a model name, and none is set',
             hint=f"set ${ENV_MODEL}, the {CREDENTIAL_MODEL} credential, or [diagnose.model] model",
@@ -174,7 +187,7 @@ def resolve_model_endpoint(
 
     return ModelEndpoint(
         api_url=url,
-        model=model,
+        model=name,
         api_key=None if key is None else SecretStr(key),
         timeout_seconds=config.timeout_seconds,
         max_retries=config.max_retries,

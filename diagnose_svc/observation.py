@@ -28,10 +28,21 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def output_data(output: ToolOutput, redactor: Redactor) -> tuple[Any, int]:
+    """A tool's output as JSON data, redacted, and how many redactions were made (what a
+    diagnosis's record keeps: diagnose_svc/record.py)."""
+    return redactor.value(output.model_dump(mode="json"))
+
+
+def shown(data: Any) -> str:
+    """Redacted output data as the policy sees it: compact JSON, cut to the limit."""
+    return truncate(_json(data))
+
+
 def output_text(output: ToolOutput, redactor: Redactor) -> tuple[str, int]:
     """A tool's output as the policy sees it, and how many redactions were made."""
-    data, count = redactor.value(output.model_dump(mode="json"))
-    return truncate(_json(data)), count
+    data, count = output_data(output, redactor)
+    return shown(data), count
 
 
 def error_text(message: str, hint: str | None, redactor: Redactor) -> tuple[str, int]:

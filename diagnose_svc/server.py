@@ -33,6 +33,7 @@ import structlog
 from pydantic import ValidationError
 
 from diagnose_svc.quota import RunQuota
+from diagnose_svc.record import ASKED_BY
 from shared_io.admission import Refusal, peer_uid
 from shared_io.errors import OpsbotError
 from shared_io.exit_codes import CONFIG, REFUSED
@@ -225,6 +226,8 @@ class DiagnoseServer(ThreadedServer):
         failed = self.failure_of(uid)
         log.info("diagnose.requested", unit=request.unit, peer_uid=uid, failed=failed or None)
         diagnose = self.diagnose_failed if failed and self.diagnose_failed else self.diagnose
+        # Who asked, for the diagnosis's record (diagnose_svc/record.py).
+        ASKED_BY.set("unit failure (opsbot-onfailure@)" if failed else _user_name(uid))
         verdict = diagnose(request.unit, request.symptom, stream)
         if not client_gone:
             self._send(conn, VerdictMessage(verdict=verdict))

@@ -9,6 +9,7 @@
     opsbot apply [--dry-run]      (root) run approved plans now, in opsbot-apply.service
     opsbot audit ID               the plan's story from the journal
     opsbot diagnose UNIT          ask the diagnosis service why UNIT is down (live steps)
+    opsbot replay [ID...]         (root) recorded diagnoses asked again of today's policy
     opsbot mcp                    the read verbs for an agent client (MCP over stdio)
     opsbot watch UNIT             (root) diagnose UNIT automatically whenever it fails
     opsbot unwatch UNIT           (root) stop that
@@ -90,6 +91,11 @@ COMMANDS = (
         "diagnose",
         "opsbot_cli.diagnose",
         "ask the diagnosis service why a unit is down; shows each step live",
+    ),
+    Command(
+        "replay",
+        "opsbot_cli.replay",
+        "replay recorded diagnoses through today's policy, answered from the record",
     ),
     Command(
         "mcp",

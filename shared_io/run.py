@@ -126,14 +126,23 @@ def cut(text: str, limit: int) -> tuple[str, bool]:
     return text[:keep] + f"\n[... {len(text) - keep} characters cut]", True
 
 
+def _stderr(through: bool) -> int | None:
+    """Popen's ``stderr``: captured, or (None) the program writes to ours."""
+    return None if through else subprocess.PIPE
+
+
 def run(
     argv: Sequence[str],
     *,
     timeout: float,
     output_limit: int = OUTPUT_LIMIT,
     merge_stderr: bool = False,
+    stderr_through: bool = False,
 ) -> RunResult:
-    """Run ``argv`` and return what it did (see the module docstring)."""
+    """Run ``argv`` and return what it did (see the module docstring).
+
+    ``stderr_through``: the program's stderr is ours, not captured (a long program's
+    progress lines reach the operator's terminal as they come; ``stderr`` is empty)."""
     if isinstance(argv, str | bytes) or not argv:
         raise TypeError("run() takes a non-empty argv list, never a command string")
     args = tuple(argv)
@@ -145,7 +154,7 @@ def run(
             args,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+            stderr=subprocess.STDOUT if merge_stderr else _stderr(stderr_through),
             env=environment(),
             start_new_session=True,
         )

@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # what mypy checks callers against: the names served
         HealthTarget as HealthTarget,
         ModelSettings as ModelSettings,
         OpsbotConfig as OpsbotConfig,
+        RecordSettings as RecordSettings,
         VerifySettings as VerifySettings,
     )
     from shared_schema.errors import FieldError as FieldError, field_errors as field_errors
@@ -127,6 +128,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "HealthTarget",
         "ModelSettings",
         "OpsbotConfig",
+        "RecordSettings",
         "VerifySettings",
     ),
     "shared_schema.errors": ("FieldError", "field_errors"),

@@ -109,10 +109,14 @@ class ApplyRules(Model):
 
 
 class PolicyReport(Model):
-    """Root's ``opsbot policy report``: what each rule did and would have done."""
+    """Root's ``opsbot policy report``: what each rule did and would have done; with
+    ``records_since``, also the records themselves of the plans decided since then
+    (``opsbot replay --rules``), oldest first, after plan id ``after`` (a page each)."""
 
     v: Literal[1] = 1
     op: Literal["policy-report"] = "policy-report"
+    records_since: AwareDatetime | None = None
+    after: PlanId | Literal[""] = ""
 
 
 class PolicySwitch(Model):
@@ -262,6 +266,54 @@ class Announced(Model):
 
 
 RuleOutcome = Literal["approved", "would approve", "for humans", "failed"]
+#: Approvals of a unit a record keeps: the newest, as many as a rule's max_per_unit may be
+#: (shared_schema.standing), so a count against any rule's limit replays exactly.
+MAX_APPROVALS_KEPT = 20
+Word = Annotated[str, Field(max_length=64)]
+
+
+class TargetRead(Model):
+    """One of a unit's health targets as root probed it (plans.readings.TargetReading)."""
+
+    name: Word
+    outcome: Word
+    error: Line = ""
+
+
+class UnitRead(Model):
+    """A unit as root read it when a rule was asked (plans.readings.UnitReading)."""
+
+    unit: Annotated[str, Field(max_length=256)]
+    active_state: Word = ""
+    sub_state: Word = ""
+    result: Word = ""
+    invocation_id: Word = ""
+    targets: Annotated[list[TargetRead], Field(max_length=8)] = []
+    error: Line = ""
+
+
+class UnitPast(Model):
+    """A unit's history as the rules read it (plans.standing.UnitHistory): a plan of it
+    in flight, how the newest that ran ended, when rules approved plans of it (the newest
+    MAX_APPROVALS_KEPT); or why it could not be read."""
+
+    unit: Annotated[str, Field(max_length=256)]
+    in_flight: PlanId | None = None
+    last_ran: PlanId | None = None
+    last_ended: PlanState | None = None
+    approved: Annotated[list[AwareDatetime], Field(max_length=MAX_APPROVALS_KEPT)] = []
+    unreadable: Line = ""
+
+
+class RuleFacts(Model):
+    """What root knew of a plan when the rules were asked, each part only where a rule
+    asked for it (``opsbot replay --rules`` decides again from it, never from the host):
+    what opsbot's recent plans forbade it (None: not asked), each unit's history, and
+    root's reading of its units (None: not read)."""
+
+    recent: Annotated[list[Line], Field(max_length=16)] | None = None
+    history: Annotated[list[UnitPast], Field(max_length=64)] = []
+    reading: Annotated[list[UnitRead], Field(max_length=64)] | None = None
 
 
 class RuleDecision(Model):
@@ -288,6 +340,8 @@ class RuleDecision(Model):
     read: Annotated[list[Line], Field(max_length=64)] = []
     #: The approvers were told of it (announce), for an approved one.
     told: bool = False
+    #: What the rules decided on (None: a record of an older opsbot, or none was asked).
+    facts: RuleFacts | None = None
 
 
 class RulesApplied(Model):
@@ -330,6 +384,10 @@ class PolicyReported(Model):
     #: The newest decisions (at most 50), newest first.
     recent: list[RuleDecision]
     pause: Pause | None = None
+    #: With ``records_since``: the records of that period after ``after``, oldest first,
+    #: as many as fit a reply; ``more``: ask again after the last one.
+    records_sent: list[RuleDecision] = []
+    more: bool = False
 
 
 class PolicySwitched(Model):
@@ -479,6 +537,7 @@ __all__ = [
     "PolicySwitch",
     "PolicySwitched",
     "RuleDecision",
+    "RuleFacts",
     "RuleNotice",
     "RuleOutcome",
     "RuleSummary",
@@ -496,6 +555,9 @@ __all__ = [
     "PlanView",
     "Refused",
     "StepView",
+    "TargetRead",
+    "UnitPast",
+    "UnitRead",
     "Token",
     "View",
     "Viewed",

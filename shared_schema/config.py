@@ -26,6 +26,7 @@ __all__ = [
     "HealthTarget",
     "ModelSettings",
     "OpsbotConfig",
+    "RecordSettings",
     "VerifySettings",
 ]
 
@@ -125,6 +126,15 @@ class VerifySettings(Model):
     follow_up: Literal["watched", "always", "never"] = "watched"
 
 
+class RecordSettings(Model):
+    """``[diagnose.record]``: how much of the record of diagnoses (``opsbot replay``)
+    is kept; the oldest go first. The defaults keep a month of a busy host (200
+    diagnoses a day) in a few tens of MiB."""
+
+    max_mib: Annotated[int, Field(ge=1, le=65536)] = 64
+    max_days: Annotated[int, Field(ge=1, le=3660)] = 35
+
+
 class DiagnoseSettings(Model):
     """``[diagnose]``: what may be looked at, and the loop's bounds."""
 
@@ -142,6 +152,7 @@ class DiagnoseSettings(Model):
     runs_per_minute_per_uid: Annotated[int, Field(ge=1, le=600)] = 10
     model: ModelSettings = ModelSettings()
     verify: VerifySettings = VerifySettings()
+    record: RecordSettings = RecordSettings()
 
     @field_validator("redact_patterns")
     @classmethod

@@ -26,7 +26,8 @@ import structlog
 
 from diagnose_svc.actions import CallTool, SubmitPlan, TriedPlan
 from diagnose_svc.errors import DiagnoseError, ExecutorError
-from diagnose_svc.observation import error_text, note_text, output_text
+from diagnose_svc.observation import error_text, note_text, output_data, shown
+from diagnose_svc.record import Recording
 from diagnose_svc.redact import Redactor
 from diagnose_svc.runtime.evidence import SUMMARY_LIMIT, Ledger
 from diagnose_svc.submitter import Submitter
@@ -123,8 +124,11 @@ class Dispatcher:
         symptom: str,
         unit: str = "",
         tried: tuple[TriedPlan, ...] = (),
+        recording: Recording | None = None,
     ) -> None:
         self.unit = unit
+        #: Where each tool's answer and each submit's reply are kept for a replay.
+        self.recording = recording
         self.tried = tried
         self.tools = tools
         self.context = context
@@ -233,15 +237,22 @@ class Dispatcher:
             pending.shown_args,
             pending.digest,
         )
-        if isinstance(outcome, OpsbotError):
-            return self._tool_error(tool.name, args, shown_args, outcome, step, digest)
-        if isinstance(outcome, BaseException):  # a bug in a tool must not end the run
+        if isinstance(outcome, BaseException) and not isinstance(outcome, OpsbotError):
+            # A bug in a tool must not end the run.
             log.error("diagnose.tool_crashed", tool=tool.name, error=repr(outcome))
-            error = DiagnoseError(
+            outcome = DiagnoseError(
                 f"{tool.name} failed unexpectedly: {type(outcome).__name__}: {outcome}"
             )
-            return self._tool_error(tool.name, args, shown_args, error, step, digest)
-        text, redactions = output_text(outcome, self.redactor)
+        if isinstance(outcome, OpsbotError):
+            if self.recording is not None:
+                message, _ = self.redactor.text(outcome.message)
+                hint = self.redactor.text(outcome.hint)[0] if outcome.hint else None
+                self.recording.failed(tool.name, digest, shown_args, message, hint)
+            return self._tool_error(tool.name, args, shown_args, outcome, step, digest)
+        data, redactions = output_data(outcome, self.redactor)
+        if self.recording is not None:
+            self.recording.answered(tool.name, digest, shown_args, data)
+        text = shown(data)
         # The summary is made from the same output: its redactions are not counted again.
         summary, _ = self.redactor.text(printable(outcome.summary()))
         self.ledger.answer(step, tool.name, args, shown_args, outcome, summary)
@@ -318,7 +329,11 @@ class Dispatcher:
             # The verdict's first two evidence lines go with it, for the approval page.
             seen = [item.line() for item in self.ledger.evidence[:2]]
             reply = self.submitter.submit(parsed, self.run_id, self.symptom, seen)
+            if self.recording is not None:
+                self.recording.replied(digest, reply.model_dump(mode="json"))
         except ExecutorError as exc:
+            if self.recording is not None:
+                self.recording.replied(digest, None, error=exc.message)
             why = f"The plan could not be submitted: {exc}."
             plan_json = parsed.canonical().decode("utf-8")
             return self.said(why, "runtime", digest), Refused(

@@ -45,6 +45,7 @@ from diagnose_svc.actions import (
 from diagnose_svc.errors import PolicyError, UsageError
 from diagnose_svc.events import Event, EventSink, FinishedEvent, StartedEvent, StepEvent
 from diagnose_svc.limits import EVENT_EXCERPT_LIMIT, MAX_CALLS_PER_STEP, SYMPTOM_LIMIT
+from diagnose_svc.record import Recording
 from diagnose_svc.redact import Redactor
 from diagnose_svc.runtime.dispatch import Accepted, Answer, Dispatcher, Refused, clean
 from diagnose_svc.runtime.evidence import Ledger
@@ -77,11 +78,13 @@ def run_diagnosis(
     run_id: str | None = None,
     context: ToolContext | None = None,
     tried: Sequence[TriedPlan] = (),
+    recording: Recording | None = None,
 ) -> PlanVerdict | NoteVerdict:
     """Diagnose ``unit`` with ``policy`` over ``tools``; submit a plan through ``submitter``.
 
     ``settings`` is the ``[diagnose]`` section (shared_schema.DiagnoseSettings); ``tried``
-    the plans that already ran and did not fix it (a follow-up diagnosis). Returns a
+    the plans that already ran and did not fix it (a follow-up diagnosis); ``recording``
+    gathers what the run saw, for its record (diagnose_svc/record.py). Returns a
     Verdict; raises UsageError only for a unit name that is not one.
     """
     return _Run(
@@ -95,6 +98,7 @@ def run_diagnosis(
         run_id=run_id or new_run_id(),
         context=context or ToolContext(settings=settings),
         tried=tuple(tried),
+        recording=recording,
     ).execute()
 
 
@@ -112,6 +116,7 @@ class _Run:
         run_id: str,
         context: ToolContext,
         tried: tuple[TriedPlan, ...] = (),
+        recording: Recording | None = None,
     ) -> None:
         try:
             _UNIT.validate_python(unit)
@@ -139,7 +144,9 @@ class _Run:
             symptom=self.symptom,
             unit=unit,
             tried=tried,
+            recording=recording,
         )
+        self.recording = recording
         self.transcript = Transcript(unit=unit, symptom=self.symptom, tried=tried)
         self.step = 0
         self.tokens = 0
@@ -159,6 +166,8 @@ class _Run:
                 )
             )
             verdict = self._loop()
+            if self.recording is not None:
+                self.recording.saw(self.transcript.turns, self.policy_name, self.tools)
             self._emit(
                 FinishedEvent(
                     run_id=self.run_id,

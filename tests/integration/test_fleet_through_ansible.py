@@ -6,8 +6,10 @@ nothing); the same bad deploy kills the app on web1 and web2, the database dies 
 one review gathers every waiting plan into a report ("the same fix on 2 hosts"); a check run
 of the approval changes nothing; approving the report rolls out canary first, then the
 rest, each host applied and verified; the collector tells each host's story and ignores what
-one host says about another's plan. A plan changed after the review is refused and a host
-that goes STALE stops the rollout before the next batch.
+one host says about another's plan. The fleet's recorded diagnoses are replayed into one
+report, with the host whose settings changed since named as the one that differs. A plan
+changed after the review is refused and a host that goes STALE stops the rollout before the
+next batch.
 """
 
 from __future__ import annotations
@@ -34,6 +36,14 @@ COLLECTOR = "collector"
 OPSBOT = "/usr/local/bin/opsbot"
 PLANS_DIR = "/var/lib/opsbot/plans"
 APPROVALS_DIR = "/var/lib/opsbot-approvals"
+RECORDS_DIR = "/var/lib/opsbot-diagnose/records"
+CONFIG = "/etc/opsbot/opsbot.toml"
+#: The unit each recorded diagnosis asked about, one a line (the host's own python3).
+RECORDED_UNITS = """
+import gzip, json, pathlib, sys
+for path in sorted(pathlib.Path(sys.argv[1]).glob("*.json.gz")):
+    print(json.loads(gzip.decompress(path.read_bytes()))["unit"])
+"""
 PKI = REPO_ROOT / "packaging" / "ansible" / "journal-pki.sh"
 WHEELHOUSE = REPO_ROOT / "packaging" / "ansible" / "build-wheelhouse.sh"
 ENDED = ("VERIFIED", "UNRESOLVED", "FAILED", "STALE", "EXPIRED", "REJECTED", "INTERRUPTED")
@@ -400,6 +410,79 @@ def test_the_collector_tells_each_hosts_story_and_no_host_speaks_for_another(
     text = collector.run([OPSBOT, "audit", web1_plan, "--no-pager"]).stdout
     assert "web1" in text and "plan.rejected" not in text
     FIGURES["collector_story"] = text[-3000:]
+
+
+def test_the_replay_report_gives_each_hosts_agreement_and_the_fleets(
+    fleet: Fleet, broken: dict[str, dict[str, Any]]
+) -> None:
+    """web1's and web2's diagnoses of the proxy, recorded, replayed by fleet-replay.yml after
+    web2's ``[diagnose] max_steps`` was cut to 1: web2's now end in a note where a plan was
+    (its ``opsbot replay`` exits 4, a result, not a failure), web1's agree; the report (JSON
+    and the table) gives each host its own figures and adds them up."""
+    proxy = DEFAULT_STACK.proxy_unit
+    recorded = {
+        name: fleet[name]
+        .run(["python3", "-c", RECORDED_UNITS, RECORDS_DIR])
+        .stdout.split()
+        .count(proxy)
+        for name in ("web1", "web2")
+    }
+    assert recorded["web1"] >= 1 and recorded["web2"] >= 1, recorded
+    web2 = fleet["web2"]
+    config = web2.run(["cat", CONFIG]).stdout
+    assert "\n[diagnose]\n" in config, config
+    web2.ct.write_file(CONFIG, config.replace("\n[diagnose]\n", "\n[diagnose]\nmax_steps = 1\n", 1))
+    path = fleet.dir / "fleet-replay.json"
+    try:
+        run = play(
+            fleet,
+            "fleet-replay.yml",
+            opsbot_hosts="web1:web2",
+            replay_unit=proxy,
+            replay_report=str(path),
+        )
+    finally:
+        web2.ct.write_file(CONFIG, config)
+    assert run.returncode == 0, run
+    FIGURES["replay_seconds"] = round(run.seconds, 1)
+    FIGURES["replay_transcript"] = run.stdout[-3000:]
+    data = json.loads(path.read_text())
+    assert list(data["hosts"]) == ["web1", "web2"] and data["unread"] == {}, data
+    web1_said, web2_said = data["hosts"]["web1"], data["hosts"]["web2"]
+    assert (web1_said["exit_status"], web2_said["exit_status"]) == (0, 4), data
+    n1, n2 = recorded["web1"], recorded["web2"]
+    figures = ("replayed", "agree", "differ", "failed", "note_where_plan")
+    assert [web1_said["summary"][k] for k in figures] == [n1, n1, 0, 0, 0], web1_said
+    assert [web2_said["summary"][k] for k in figures] == [n2, 0, n2, 0, n2], web2_said
+    for said in web2_said["differing"]:
+        assert said["then"].startswith("plan: ") and said["now"].startswith("note: "), said
+    assert (web1_said["agreement"], web2_said["agreement"]) == (100.0, 0.0)
+    total = data["total"]
+    assert [total[k] for k in ("hosts", *figures)] == [2, n1 + n2, n1, n2, 0, n2], total
+    assert total["not_recorded_calls"] == sum(
+        h["summary"]["not_recorded_calls"] for h in data["hosts"].values()
+    )
+    assert total["agreement"] == round(100 * n1 / (n1 + n2), 1)
+    table = run.stdout.split("TASK [Show the report]")[1]
+    assert f"{n1} of {n1 + n2} agree" in table, table
+    # host, replayed, agree, differ, failed
+    rows = {row[0]: row[1:5] for row in _table_rows(table)}
+    assert rows == {
+        "web1": [n1, n1, 0, 0],
+        "web2": [n2, 0, n2, 0],
+        "all": [n1 + n2, n1, n2, 0],
+    }, table
+
+
+def _table_rows(shown: str) -> list[list[Any]]:
+    """The rows of fleet-replay.yml's table (host, then its counts) in what Ansible's debug
+    printed (one JSON string a line)."""
+    rows = []
+    for line in shown.splitlines():
+        words = line.strip().rstrip(",").strip('"').split()
+        if len(words) >= 8 and all(w.isdigit() for w in words[1:7]):
+            rows.append([words[0], *(int(w) for w in words[1:7])])
+    return rows
 
 
 def test_a_host_gone_stale_stops_the_rollout_before_the_next_batch(fleet: Fleet) -> None:

@@ -57,6 +57,9 @@ RECORDS: list[ScenarioRecord] = []
 #: The generated cases of the gate (fixed seeds), and the daily seed's.
 GENERATED: list[CaseRecord] = []
 DAILY: list[CaseRecord] = []
+#: The determinism check: each part's recorded diagnoses replayed through the same
+#: version and config (replayed, agree, not_recorded_calls, failed, skipped).
+REPLAYED: list[dict[str, Any]] = []
 
 
 def report_dir() -> Path:
@@ -120,15 +123,17 @@ class Records:
     scenarios: list[ScenarioRecord] = field(default_factory=list)
     generated: list[CaseRecord] = field(default_factory=list)
     daily: list[CaseRecord] = field(default_factory=list)
+    replayed: list[dict[str, Any]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.scenarios or self.generated or self.daily)
+        return bool(self.scenarios or self.generated or self.daily or self.replayed)
 
     def as_json(self) -> dict[str, Any]:
         return {
             "scenarios": [asdict(r) for r in self.scenarios],
             "generated": [r.as_json() for r in self.generated],
             "daily": [r.as_json() for r in self.daily],
+            "replayed": list(self.replayed),
         }
 
     @classmethod
@@ -137,6 +142,7 @@ class Records:
             [ScenarioRecord(**r) for r in value["scenarios"]],
             [CaseRecord(**r) for r in value["generated"]],
             [CaseRecord(**r) for r in value["daily"]],
+            list(value.get("replayed", [])),
         )
 
 
@@ -152,7 +158,7 @@ def clear_parts() -> None:
 
 def write_part(worker: str) -> Path | None:
     """This process's records (if it has any), as ``scenario-parts/<worker>.json``."""
-    mine = Records(list(RECORDS), list(GENERATED), list(DAILY))
+    mine = Records(list(RECORDS), list(GENERATED), list(DAILY), list(REPLAYED))
     if not mine:
         return None
     directory = parts_dir()
@@ -170,8 +176,10 @@ def merged_parts(directory: Path) -> Records:
         merged.scenarios += records.scenarios
         merged.generated += records.generated
         merged.daily += records.daily
+        merged.replayed += records.replayed
     merged.scenarios.sort(key=lambda r: (r.policy, r.stack, r.scenario, r.check))
     merged.generated.sort(key=lambda r: r.seed)
+    merged.replayed.sort(key=lambda r: str(r.get("part", "")))
     return merged
 
 
@@ -202,9 +210,17 @@ def write_report(records: Records, run: str = "") -> Path | None:
             "records": [r.as_json() for r in records.generated],
         },
         "daily": [r.as_json() for r in records.daily],
+        "replay": replay_summary(records.replayed),
     }
     path.write_text(json.dumps(summary, indent=2) + "\n")
     return path
+
+
+def replay_summary(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The determinism check over every part: recorded diagnoses replayed through the
+    same version, and how many agree."""
+    counts = ("replayed", "agree", "not_recorded_calls", "failed", "skipped")
+    return {**{key: sum(int(p.get(key, 0)) for p in parts) for key in counts}, "parts": list(parts)}
 
 
 def _scenario_lines(records: Sequence[ScenarioRecord]) -> list[str]:
@@ -262,6 +278,13 @@ def table(records: Records) -> list[str]:
             f"{s['median_seconds_last_step_to_verification']:g} s from last step to verdict; "
             f"incidents: {s['incidents_verified']} of {s['incidents']} VERIFIED by their first "
             f"plan, {s['plans_per_incident']:g} plans per incident"
+        )
+    if records.replayed:
+        played = replay_summary(records.replayed)
+        lines.append(
+            f"replay: {played['agree']}/{played['replayed']} recorded diagnoses agree "
+            f"({played['not_recorded_calls']} calls not recorded, {played['failed']} failed, "
+            f"{played['skipped']} records skipped)"
         )
     for r in records.daily:
         lines.append(

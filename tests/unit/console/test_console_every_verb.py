@@ -46,6 +46,8 @@ EVERY_VERB = {
     "apply --dry-run": ["apply", "--dry-run"],
     "audit": ["audit", PLAN_ID],
     "diagnose": ["diagnose", "app.service"],
+    # Runs diagnose_svc.replay over the diagnose user's records (root's state here).
+    "replay": ["replay"],
     # The server itself answers a client on stdin (tests/unit/console/test_console_mcp.py);
     # --check meets the sockets as its tools would, in the console's words.
     "mcp --check": ["mcp", "--check"],
@@ -157,6 +159,7 @@ def host(monkeypatch: pytest.MonkeyPatch) -> Iterator[Host]:
         "OPSBOT_APPROVALS_DIR": locked / "approvals",
         "OPSBOT_SOCKET": run_dir / "executor.sock",
         "OPSBOT_DIAGNOSE_SOCKET": run_dir / "diagnose.sock",
+        "OPSBOT_DIAGNOSE_RECORDS": locked / "records",
     }.items():
         monkeypatch.setenv(name, str(value))
     monkeypatch.setenv("OPSBOT_NO_JOURNAL", "1")
@@ -256,6 +259,7 @@ def test_root_gets_one_line_where_a_state_path_is_not_a_directory(
     monkeypatch.setenv("OPSBOT_APPROVALS_DIR", str(blocker / "approvals"))
     monkeypatch.setenv("OPSBOT_SOCKET", str(blocker / "executor.sock"))
     monkeypatch.setenv("OPSBOT_DIAGNOSE_SOCKET", str(blocker / "diagnose.sock"))
+    monkeypatch.setenv("OPSBOT_DIAGNOSE_RECORDS", str(blocker / "records"))
     monkeypatch.setattr(os, "geteuid", lambda: 0)  # root's path through the verbs
     ran = run_in_child(EVERY_VERB[verb], host.base / "scratch", None, [])
     # check-config, policy check, polkit-rule and firewall read only the config (and

@@ -60,6 +60,11 @@ elif argv[0] == "approve":
 elif argv[0] == "diagnose":
     print(json.dumps(state["diagnose"]))
     sys.exit(state.get("diagnose_status", 3))
+elif argv[0] == "replay":
+    if "replay" not in state:
+        fail("permission denied reading /var/lib/opsbot-diagnose/records: run as root", 1)
+    print(json.dumps(state["replay"]))
+    sys.exit(state.get("replay_status", 0))
 elif argv[:2] == ["policy", "report"]:
     if "policy_report" not in state:
         fail("cannot connect to /run/opsbot/approver.sock: Connection refused", 1)

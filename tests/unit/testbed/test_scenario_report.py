@@ -61,7 +61,43 @@ def test_a_process_without_records_writes_no_part(
     """A worker that ran no diagnosis leaves nothing to merge, and an empty run writes no
     report over the one an earlier pass of the same run wrote."""
     monkeypatch.setenv("OPSBOT_REPORT_DIR", str(tmp_path))
-    for name in ("GENERATED", "RECORDS", "DAILY"):
+    for name in ("GENERATED", "RECORDS", "DAILY", "REPLAYED"):
         monkeypatch.setattr(report, name, [])
     assert report.write_part("gw0") is None
     assert report.write_report(report.merged_parts(report.parts_dir())) is None
+
+
+def _replayed(part: str, replayed: int, agree: int) -> dict[str, object]:
+    return {
+        "part": part,
+        "replayed": replayed,
+        "agree": agree,
+        "not_recorded_calls": 0,
+        "failed": 0,
+        "skipped": 0,
+    }
+
+
+def test_the_determinism_check_of_each_part_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each worker replayed its part's recorded diagnoses (tests/scenarios/
+    test_generated_faults.py): the merged report counts both parts, in the JSON and in
+    the line CI's log shows."""
+    monkeypatch.setenv("OPSBOT_REPORT_DIR", str(tmp_path))
+    report.clear_parts()
+    for name in ("GENERATED", "RECORDS", "DAILY"):
+        monkeypatch.setattr(report, name, [])
+    monkeypatch.setattr(report, "REPLAYED", [_replayed("generated-a", 40, 40)])
+    report.write_part("gw0")
+    monkeypatch.setattr(report, "REPLAYED", [_replayed("generated-b", 38, 37)])
+    report.write_part("gw1")
+    merged = report.merged_parts(report.parts_dir())
+    path = report.write_report(merged, run="run-8")
+    assert path is not None
+    written = json.loads(path.read_text())["replay"]
+    assert (written["replayed"], written["agree"]) == (78, 77)
+    assert [p["part"] for p in written["parts"]] == ["generated-a", "generated-b"]
+    assert (
+        "replay: 77/78 recorded diagnoses agree (0 calls not recorded, 0 failed, 0 records skipped)"
+    ) in report.table(merged)
