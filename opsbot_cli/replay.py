@@ -123,6 +123,25 @@ def records_dir() -> Path:
     return Path(os.environ.get("OPSBOT_DIAGNOSE_RECORDS") or RECORDS)
 
 
+def _denied(records: Path) -> ConsoleError:
+    return ConsoleError(
+        f"permission denied reading {records}: run as root or opsbot-diagnose",
+        hint="sudo opsbot replay ... (or sudo -u opsbot-diagnose opsbot replay ...)",
+    )
+
+
+def check_readable(records: Path) -> None:
+    """Said before the engine starts: records this user may not read (0700, the diagnose
+    user's). A directory not there yet is no error: nothing was recorded."""
+    try:
+        with os.scandir(records):
+            pass
+    except PermissionError:
+        raise _denied(records) from None
+    except OSError:
+        return
+
+
 def report(argv: list[str], records: Path) -> dict[str, Any]:
     """The engine's JSON document; its error as the console says it."""
     done = run(argv, timeout=TIMEOUT, output_limit=REPORT_LIMIT, stderr_through=True)
@@ -140,10 +159,7 @@ def report(argv: list[str], records: Path) -> dict[str, Any]:
     if "error" in document:
         message = str(document.get("error", ""))
         if "Permission denied" in message and str(records) in message:
-            raise ConsoleError(
-                f"permission denied reading {records}: run as root or opsbot-diagnose",
-                hint="sudo opsbot replay ... (or sudo -u opsbot-diagnose opsbot replay ...)",
-            )
+            raise _denied(records)
         status = document.get("exit_status")
         raise ConsoleError(
             message,
@@ -157,6 +173,7 @@ def run_replay(args: argparse.Namespace, paths: Paths) -> int:
     since = since_arg(args.since, time.time())
     unit = unit_arg(args.unit) if args.unit else None
     records = records_dir()
+    check_readable(records)
     argv = [sys.executable, "-I", "-m", "diagnose_svc.replay", "--since", since.isoformat()]
     argv += ["--config", str(args.config or paths.config), "--records", str(records)]
     if unit is not None:
