@@ -342,7 +342,7 @@ class RecordStore:
             if inflater.unconsumed_tail or not inflater.eof:
                 return Skipped(name, "damaged: cut short or too large once inflated")
             document = json.loads(body)
-        except (zlib.error, ValueError) as exc:
+        except (zlib.error, ValueError, RecursionError) as exc:
             return Skipped(name, f"damaged: {exc}")
         if not isinstance(document, dict) or document.get("version") != VERSION:
             return Skipped(name, "not a record of this version")

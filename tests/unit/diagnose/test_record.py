@@ -143,7 +143,7 @@ def _damage(store: RecordStore, good: bytes) -> dict[str, str]:
     base = NOW - timedelta(hours=1)
     names = {
         kind: _run_id(base, n)
-        for n, kind in enumerate(("uid", "cut", "json", "version", "id", "link"))
+        for n, kind in enumerate(("uid", "cut", "json", "version", "id", "link", "deep"))
     }
     paths = {kind: store.directory / f"{name}{SUFFIX}" for kind, name in names.items()}
 
@@ -157,6 +157,8 @@ def _damage(store: RecordStore, good: bytes) -> dict[str, str]:
     elsewhere = store.directory.parent / "planted.json.gz"
     elsewhere.write_bytes(good)
     paths["link"].symlink_to(elsewhere)
+    # Nested deeper than a JSON reader recurses (written by a diagnose user gone bad).
+    paths["deep"].write_bytes(gzip.compress(b"[" * 200_000 + b"]" * 200_000))
     return {
         f"{names['uid']}{SUFFIX}": "written by uid 4242",
         f"{names['cut']}{SUFFIX}": "damaged",
@@ -164,12 +166,14 @@ def _damage(store: RecordStore, good: bytes) -> dict[str, str]:
         f"{names['version']}{SUFFIX}": "not a record of this version",
         f"{names['id']}{SUFFIX}": "its run id is not its name",
         f"{names['link']}{SUFFIX}": "cannot open it",
+        f"{names['deep']}{SUFFIX}": "damaged",
     }
 
 
 def test_a_record_of_another_uid_or_damaged_is_skipped_with_a_warning(tmp_path: Path) -> None:
     """Beside two good records: one owned by another uid, a gzip cut short, JSON cut short,
-    another version, one whose run id is not its name, and a symlink. Each is skipped,
+    another version, one whose run id is not its name, a symlink and JSON nested past any
+    reader's depth. Each is skipped,
     said why, and warned about; the good ones still load."""
     store = RecordStore(tmp_path / "records")
     first, last = _run_id(NOW - timedelta(hours=2), 0), _run_id(NOW, 1)
