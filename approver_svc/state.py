@@ -136,6 +136,15 @@ class ApproverState(Model):
             del self.ruled[plan_id]
         return len(drop)
 
+    def shed_facts(self) -> int:
+        """Drop the facts of the oldest half of the rule records that hold them (their
+        decisions stay); how many records lost them."""
+        holding = sorted(p for p, d in self.ruled.items() if d.facts is not None)
+        drop = holding[: len(holding) // 2 + 1]
+        for plan_id in drop:
+            self.ruled[plan_id] = self.ruled[plan_id].model_copy(update={"facts": None})
+        return len(drop)
+
     def approved_by_rules(self, unit: str) -> dict[str, list[datetime]]:
         """When each rule approved a plan of ``unit``, by this approver's own record."""
         out: dict[str, list[datetime]] = {}
@@ -247,7 +256,17 @@ class StateFile:
         self._check_directory()
         data = state.model_dump_json().encode() + b"\n"
         while len(data) > MAX_STATE_BYTES and (state.watches or state.ruled or state.tokens):
-            if state.watches:  # a status link shows; it goes before what decides
+            if any(d.facts is not None for d in state.ruled.values()):
+                # A replay's facts go before anything a human or a rule's limit needs (the
+                # diagnose user's plans decide how many there are, up to ~100 KB each).
+                shed = state.shed_facts()
+                log.warning(
+                    "state.shed",
+                    rule_facts=shed,
+                    reason=f"the state would pass {MAX_STATE_BYTES} bytes; the oldest rule "
+                    "records' facts dropped (`opsbot replay --rules` cannot replay them)",
+                )
+            elif state.watches:  # a status link shows; it goes before what decides
                 shed = len(state.watches) // 4 + 1
                 order = sorted(state.watches.items(), key=lambda kv: kv[1].expires_at)
                 state.watches = dict(order[shed:])

@@ -27,6 +27,7 @@ import gzip
 import json
 import os
 import re
+import stat
 import threading
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
@@ -322,20 +323,22 @@ class RecordStore:
             yield Skipped(missing, "no such record")
 
     def _read(self, run_id: str) -> dict[str, Any] | Skipped:
-        path = self.directory / f"{run_id}{SUFFIX}"
-        name = path.name
+        name = f"{run_id}{SUFFIX}"
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            owner, fd = self._open(self.directory, name)
         except OSError as exc:
             return Skipped(name, f"cannot open it: {exc.strerror or exc}")
         with os.fdopen(fd, "rb") as handle:
             st = os.fstat(handle.fileno())
-            owner = self.directory.stat().st_uid
+            if not stat.S_ISREG(st.st_mode):
+                return Skipped(name, "not a regular file")
             if st.st_uid != owner:
                 return Skipped(name, f"written by uid {st.st_uid}, not the store's owner {owner}")
             if st.st_size > MAX_RECORD_BYTES:
                 return Skipped(name, f"{st.st_size} bytes, more than a record may be")
-            raw = handle.read()
+            raw = handle.read(MAX_RECORD_BYTES + 1)  # it may have grown since fstat
+        if len(raw) > MAX_RECORD_BYTES:
+            return Skipped(name, f"more than {MAX_RECORD_BYTES} bytes, more than a record may be")
         try:
             inflater = zlib.decompressobj(wbits=31)
             body = inflater.decompress(raw, MAX_RECORD_BYTES)
@@ -350,16 +353,32 @@ class RecordStore:
             return Skipped(name, "its run id is not its name")
         return document
 
+    @staticmethod
+    def _open(directory: Path, name: str) -> tuple[int, int]:
+        """The owner of ``directory`` and ``name`` in it opened to read. Neither may be a
+        symlink (the diagnose user owns both: root's replay must not follow one into a
+        directory root owns, where root's files would pass for the store owner's), and
+        neither a FIFO (never blocks). OSError where either cannot be opened."""
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        dir_fd = os.open(directory, flags | os.O_DIRECTORY)
+        try:
+            return os.fstat(dir_fd).st_uid, os.open(name, flags, dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
+
     def outcome(self, plan_id: str) -> str | None:
         """What opsbot-verify filed for ``plan_id``, if anything."""
         if not _PLAN_ID.match(plan_id):
             return None
         try:
-            fd = os.open(self.outcomes_dir / plan_id, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            owner, fd = self._open(self.outcomes_dir, plan_id)
         except OSError:
             return None
         try:
             with os.fdopen(fd, "rb") as handle:
+                st = os.fstat(handle.fileno())
+                if not stat.S_ISREG(st.st_mode) or st.st_uid != owner:
+                    return None
                 value = json.loads(handle.read(4096)).get("outcome")
         except (OSError, ValueError, AttributeError):
             return None

@@ -70,6 +70,7 @@ from diagnose_svc.actions import Policy
 from diagnose_svc.errors import ExecutorError, ToolError
 from diagnose_svc.model_settings import ModelEndpoint, resolve_model_endpoint
 from diagnose_svc.record import (
+    SUFFIX,
     RecordStore,
     Skipped,
     records_dir,
@@ -353,6 +354,17 @@ def _median(values: list[float]) -> float:
     return round((ordered[middle - 1] + ordered[middle]) / 2, 3)
 
 
+#: What a record shaped otherwise than a Recording makes a replay raise (the diagnose
+#: user writes the records; root replays them): that record is skipped, the others go on.
+MISSHAPEN = (AttributeError, KeyError, TypeError, ValueError, IndexError)
+
+
+def misshapen(record: Mapping[str, Any], exc: Exception) -> Skipped:
+    """``record`` skipped as damaged: it is not shaped as a record."""
+    why = f"damaged: not shaped as a record ({type(exc).__name__}: {exc})"
+    return Skipped(f"{record.get('run_id')}{SUFFIX}", why)
+
+
 def replay_store(
     store: RecordStore,
     policy: Policy,
@@ -374,9 +386,12 @@ def replay_store(
         if isinstance(loaded, Skipped):
             skipped.append(loaded)
             continue
-        plan_id = loaded.get("verdict", {}).get("plan_id")
-        outcome = store.outcome(plan_id) if isinstance(plan_id, str) else None
-        replays.append(replay_record(loaded, policy, settings, outcome))
+        try:
+            plan_id = loaded.get("verdict", {}).get("plan_id")
+            outcome = store.outcome(plan_id) if isinstance(plan_id, str) else None
+            replays.append(replay_record(loaded, policy, settings, outcome))
+        except MISSHAPEN as exc:
+            skipped.append(misshapen(loaded, exc))
         _said_progress(len(replays) + len(skipped), total)
     report: dict[str, Any] = {
         "policy": str(getattr(policy, "name", type(policy).__name__)),
@@ -406,6 +421,9 @@ def recorded_plans(
             skipped.append(loaded)
             continue
         verdict = loaded.get("verdict", {})
+        if not isinstance(verdict, dict):
+            skipped.append(misshapen(loaded, TypeError("its verdict is not an object")))
+            continue
         if verdict.get("kind") != "plan" or not isinstance(verdict.get("plan_id"), str):
             continue
         plans.append(

@@ -173,13 +173,14 @@ def run_replay(args: argparse.Namespace, paths: Paths) -> int:
     since = since_arg(args.since, time.time())
     unit = unit_arg(args.unit) if args.unit else None
     records = records_dir()
+    if args.rules is not None:  # root's records besides: said first
+        require_root(f"replay --rules {args.rules}")
     check_readable(records)
     argv = [sys.executable, "-I", "-m", "diagnose_svc.replay", "--since", since.isoformat()]
     argv += ["--config", str(args.config or paths.config), "--records", str(records)]
     if unit is not None:
         argv += ["--unit", unit]
     if args.rules is not None:
-        require_root(f"replay --rules {args.rules}")
         if model_args(args):
             raise UsageError("--rules asks the rules again, not a model: leave out --model")
         rules = replay_rules.load_rules(args.rules)  # before anything is read
@@ -228,7 +229,7 @@ def said_line(said: dict[str, Any] | None) -> str:
     if said is None:
         return "(none)"
     what = ", ".join(printable(str(w)) for w in said.get("what", ())) or "(nothing named)"
-    return f"{said.get('kind')}: {what}"
+    return f"{printable(str(said.get('kind')))}: {what}"
 
 
 def diagnosis_lines(replayed: dict[str, Any]) -> list[str]:

@@ -157,11 +157,12 @@ def lines(
         said += fold("", head)
         for approved in rule.approved[:SHOWN]:
             steps = ", ".join(printable(step) for step in approved["steps"])
-            said += fold(f"  {approved['plan_id']}  ", f"{steps} (ended {approved['ended']})")
+            ended = printable(str(approved["ended"]))
+            said += fold(f"  {printable(approved['plan_id'])}  ", f"{steps} (ended {ended})")
         if len(rule.approved) > SHOWN:
             said.append(f"  ({len(rule.approved) - SHOWN} more: --json)")
         if rule.ended:
-            ended = ", ".join(f"{n} {state}" for state, n in rule.ended.most_common())
+            ended = ", ".join(f"{n} {printable(state)}" for state, n in rule.ended.most_common())
             said += fold("  what became of them: ", ended)
         if rule.refused:
             said.append(f"  refused {sum(rule.refused.values())}, most often:")
@@ -170,7 +171,7 @@ def lines(
         if rule.not_replayable:
             said.append(f"  not replayable: {len(rule.not_replayable)} (never guessed):")
             for entry in rule.not_replayable[:SHOWN]:
-                said += fold(f"  {entry['plan_id']}  ", entry["why"])
+                said += fold(f"  {printable(entry['plan_id'])}  ", printable(entry["why"]))
             if len(rule.not_replayable) > SHOWN:
                 said.append(f"  ({len(rule.not_replayable) - SHOWN} more: --json)")
     for entry in bad:

@@ -147,7 +147,10 @@ def _unreplayable(recorded: RecordedPlan, record: RuleDecision | None) -> str | 
         paused = any("the policy is paused" in line for line in record.refused)
         if paused:
             return "the rules were paused then: none was asked"
-        return "the approver's record holds no facts (kept by an older opsbot)"
+        return (
+            "the approver's record holds no facts (kept by an older opsbot, or shed to "
+            "keep its state within its bytes)"
+        )
     return None
 
 

@@ -131,6 +131,7 @@ class _Connection:
         interface are asked, else one ``Get`` each."""
         from jeepney import DBusAddress, HeaderFields, MessageType, new_method_call
 
+        replies = (MessageType.method_return, MessageType.error)
         conn = self._connected()
         deadline = time.monotonic() + timeout
         try:
@@ -155,8 +156,11 @@ class _Connection:
             while waiting:
                 message = conn.receive(timeout=max(0.0, deadline - time.monotonic()))
                 reply_to = message.header.fields.get(HeaderFields.reply_serial, -1)
-                if reply_to not in waiting:
-                    continue  # a signal (NameAcquired)
+                if message.header.message_type not in replies or reply_to not in waiting:
+                    # A signal (NameAcquired): never an answer, whatever reply serial it
+                    # names (any local user may send one; the bus lets a reply through
+                    # only from the connection the call went to).
+                    continue
                 index, name = waiting.pop(reply_to)
                 if message.header.message_type == MessageType.error:
                     error = message.header.fields.get(HeaderFields.error_name, "")

@@ -170,3 +170,42 @@ def test_a_forked_child_starts_with_the_lock_free() -> None:
             os._exit(0 if free and unit_bus._connection._conn is None else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+class _ScriptedBus:
+    """A connection whose incoming messages are scripted: what any local user may put on
+    root's connection first (a unicast signal: the system bus lets anyone send one), then
+    systemd's reply."""
+
+    def __init__(self, incoming: list[object]) -> None:
+        import itertools
+
+        self.outgoing_serial = itertools.count(start=1)
+        self.incoming = incoming
+        self.sock = self
+
+    def sendall(self, data: bytes) -> None:
+        pass
+
+    def receive(self, timeout: float) -> object:
+        return self.incoming.pop(0)
+
+
+def test_a_signal_naming_the_calls_serial_is_no_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any local user may send root's connection a signal carrying the serial of its next
+    Get as its reply serial (serials count from 1): it is not systemd's answer, and the
+    unit reads as systemd says, not as the signal does."""
+    from jeepney import DBusAddress, HeaderFields, MessageType, new_signal
+
+    monkeypatch.delenv("OPSBOT_SYSTEMD_READ")
+    attacker = DBusAddress("/x", interface="x.y")
+    forged = new_signal(attacker, "Forged", "v", (("s", "failed"),))
+    forged.header.fields[HeaderFields.reply_serial] = 1
+    systemd = new_signal(attacker, "Reply", "v", (("s", "active"),))
+    systemd.header.message_type = MessageType.method_return
+    systemd.header.fields[HeaderFields.reply_serial] = 1
+    fresh = unit_bus._Connection()
+    fresh._conn, fresh._pid = _ScriptedBus([forged, systemd]), os.getpid()
+    monkeypatch.setattr(unit_bus, "_connection", fresh)
+
+    assert read(["web.service"], ["ActiveState"], 1.0) == ["ActiveState=active"]
