@@ -40,7 +40,7 @@ from typing import Any
 import structlog
 
 from diagnose_svc.actions import TriedPlan, Turn
-from diagnose_svc.tools._baseline_store import DEFAULT_STATE
+from diagnose_svc.tools._baseline_store import state_directory
 from shared_io.errors import OpsbotError
 from shared_io.files import store_error, write_atomic
 from shared_schema import RecordSettings
@@ -387,8 +387,7 @@ class RecordStore:
 
 def records_dir() -> Path:
     """Where the records are: ``records`` in the diagnose service's state directory."""
-    state = os.environ.get("STATE_DIRECTORY", "").split(":")[0]
-    return (Path(state) if state else DEFAULT_STATE) / "records"
+    return state_directory() / "records"
 
 
 _stores: dict[tuple[Path, RecordSettings], RecordStore] = {}

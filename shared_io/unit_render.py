@@ -19,26 +19,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from shared_schema.names import UNIT_SUFFIXES
+
 __all__ = ["RENDERERS", "NotRendered", "interface_of", "render"]
 
 #: The largest unsigned 64-bit value: systemd's "infinity", "unset".
 U64_MAX = 2**64 - 1
 #: What systemd prints a unit's type interface for, by the unit name's suffix.
 TYPE_INTERFACES = {
-    suffix: "org.freedesktop.systemd1." + suffix.capitalize()
-    for suffix in (
-        "service",
-        "socket",
-        "target",
-        "device",
-        "mount",
-        "automount",
-        "swap",
-        "timer",
-        "path",
-        "slice",
-        "scope",
-    )
+    suffix: "org.freedesktop.systemd1." + suffix.capitalize() for suffix in UNIT_SUFFIXES
 }
 UNIT_INTERFACE = "org.freedesktop.systemd1.Unit"
 _WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")

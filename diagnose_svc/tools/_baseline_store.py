@@ -82,8 +82,14 @@ class Snapshot(Model):
 def directory() -> Path:
     """The baseline's directory: under the state directory systemd made for the unit
     (StateDirectory=opsbot-diagnose), or the default."""
+    return state_directory() / "baseline"
+
+
+def state_directory() -> Path:
+    """The diagnose user's state directory: the one systemd made for the unit
+    ($STATE_DIRECTORY of StateDirectory=opsbot-diagnose), or the default."""
     state = os.environ.get("STATE_DIRECTORY", "").split(":")[0]
-    return (Path(state) if state else DEFAULT_STATE) / "baseline"
+    return Path(state) if state else DEFAULT_STATE
 
 
 def _snapshots(where: Path) -> list[Path]:
